@@ -1,0 +1,1 @@
+"""Versioned rule data: taxonomy, Xid catalog, line rules, trained models."""

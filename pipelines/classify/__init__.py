@@ -1,0 +1,1 @@
+"""Classification of log messages into the failure taxonomy (rules first, model second)."""

@@ -1,0 +1,148 @@
+"""Vectorized rule classification of messages (polars), Xid catalog lookup, templates.
+
+Only lines that contain one of the rule keywords or error words (the prefilter) are
+looked at by the rules; everything else is benign by construction, which the rule-data
+tests guarantee (every rule names keywords present in each line it can match).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from .ruleset import GROUP_NAMES, RuleSet
+
+INT_GROUPS = {"xid", "sxid", "caused_by_xid", "rank", "cuda_dev"}
+# How specific a category is as evidence, lower wins inside a joined multi-line event.
+_SYMPTOMS = ("collective_timeout", "scheduler")
+
+_RECOVERY_ACTIONS = {
+    "none": "none", "drain p2p": "drain_node", "drain and reset": "drain_node",
+    "gpu reset required": "reset_gpu", "node reboot required": "reboot_node",
+}
+
+_MASKS = [
+    (r"(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<UUID>"),
+    (r"(?i)\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b", "<PCI>"),
+    (r"\b\d{1,3}(?:\.\d{1,3}){3}(?:<\d+>|:\d+)?", "<IP>"),
+    (r"(?i)\b0x[0-9a-f_]+\b", "<HEX>"),
+    (r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?", "<TS>"),
+    (r"\b\d+(?:\.\d+)?\b", "<NUM>"),
+]
+
+
+def mask_template(msg: pl.Expr) -> pl.Expr:
+    out = msg
+    for pattern, repl in _MASKS:
+        out = out.str.replace_all(pattern, repl)
+    return out.str.slice(0, 400)
+
+
+def normalize_pci(expr: pl.Expr) -> pl.Expr:
+    """``PCI:0000:3B:00.0`` / ``00000000:3b:00.0`` / ``3b:00`` → ``0000:3b:00``."""
+    s = expr.str.to_lowercase().str.extract(r"((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2})", 1)
+    s = s.str.replace(r"^[0-9a-f]*([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2})$", "$1")
+    return pl.when(s.str.len_bytes() == 5).then(pl.lit("0000:") + s).otherwise(s)
+
+
+def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
+    """Classify each message; returns one row per input with rule index and fields.
+
+    Columns: ``cand`` (passed the prefilter), ``rule_idx`` (null: no rule), ``family``
+    (null: caller's default), ``category``, ``severity``, ``action``, ``rule_id``,
+    ``continues``, ``keep`` and the named groups of the rules.
+    """
+    n = len(msgs)
+    base = pl.DataFrame({"msg": msgs.cast(pl.String)}).with_row_index("_row")
+    cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
+    out = _classify_candidates(cand, rs)
+    full = base.select("_row").join(out, on="_row", how="left").sort("_row")
+    return full.with_columns(
+        cand=pl.col("cand").fill_null(False),
+        category=pl.col("category").fill_null("benign"),
+        severity=pl.col("severity").fill_null("info"),
+        action=pl.col("action").fill_null("none"),
+        continues=pl.col("continues").fill_null(False),
+        keep=pl.col("keep").fill_null(False),
+    ).drop("_row") if n else _empty_result()
+
+
+def _empty_result() -> pl.DataFrame:
+    cols = {"cand": pl.Boolean, "rule_idx": pl.Int32, "family": pl.String, "category": pl.String,
+            "severity": pl.String, "action": pl.String, "rule_id": pl.String,
+            "continues": pl.Boolean, "keep": pl.Boolean}
+    cols.update({g: (pl.Int32 if g in INT_GROUPS else pl.String) for g in GROUP_NAMES})
+    return pl.DataFrame(schema=cols)
+
+
+def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
+    rules = rs.rules
+    m = pl.col("msg")
+    if cand.height:
+        chain = pl.when(m.str.contains(rules[0].pattern)).then(pl.lit(0, pl.Int32))
+        for i, r in enumerate(rules[1:], start=1):
+            chain = chain.when(m.str.contains(r.pattern)).then(pl.lit(i, pl.Int32))
+        cand = cand.with_columns(rule_idx=chain.otherwise(pl.lit(None, pl.Int32)))
+    else:
+        cand = cand.with_columns(rule_idx=pl.lit(None, pl.Int32))
+    group_schema = {g: pl.String for g in GROUP_NAMES}
+    parts = []
+    for (idx,), part in cand.partition_by("rule_idx", as_dict=True, maintain_order=True).items():
+        cols = {}
+        if idx is not None and rules[idx].groups:
+            ext = part["msg"].str.extract_groups(rules[idx].pattern).struct.unnest()
+            cols = {g: ext[g] for g in rules[idx].groups}
+        part = part.with_columns([
+            (pl.Series(g, cols[g]) if g in cols else pl.lit(None, pl.String).alias(g))
+            for g in group_schema])
+        parts.append(part)
+    cand = pl.concat(parts) if parts else cand.with_columns(
+        [pl.lit(None, pl.String).alias(g) for g in group_schema])
+    cand = cand.with_columns([pl.col(g).cast(pl.Int32, strict=False) for g in INT_GROUPS])
+    cand = cand.with_columns(gpu_pci=normalize_pci(pl.col("gpu_pci")))
+
+    meta = pl.DataFrame({
+        "rule_idx": pl.Series(range(len(rules)), dtype=pl.Int32),
+        "rule_id": [r.id for r in rules], "family": [r.family for r in rules],
+        "_rcat": [r.category for r in rules], "_rsev": [r.severity for r in rules],
+        "_ract": [r.action for r in rules], "continues": [r.continues for r in rules],
+        "keep": [r.keep for r in rules],
+    })
+    cat = rs.xid_catalog.select(
+        pl.col("xid").cast(pl.Int32), pl.col("category").alias("_xcat"),
+        pl.col("severity").alias("_xsev"), pl.col("action").alias("_xact"))
+    cause = cat.select(pl.col("xid").alias("caused_by_xid"), pl.col("_xcat").alias("_ccat"))
+    cand = (cand.join(meta, on="rule_idx", how="left")
+            .join(cat, on="xid", how="left").join(cause, on="caused_by_xid", how="left"))
+
+    from_xid = pl.col("_rcat") == "from_xid"
+    # Xid 45 names its cause: it takes that cause's category unless the cause is the app.
+    xcat = (pl.when(pl.col("_ccat").is_not_null() & (pl.col("_ccat") != "user_app"))
+            .then(pl.col("_ccat")).otherwise(pl.col("_xcat")))
+    rec = pl.col("recovery_action").str.to_lowercase().str.strip_chars().replace_strict(
+        _RECOVERY_ACTIONS, default=None)
+    is_err = pl.col("msg").str.contains(rs.error_regex) if rs.error_words else pl.lit(False)
+    if rs.benign_despite:
+        is_err = is_err & ~pl.col("msg").str.contains_any(list(rs.benign_despite))
+    matched = pl.col("rule_idx").is_not_null()
+    category = (pl.when(from_xid).then(pl.coalesce(xcat, pl.lit("unknown")))
+                .when(pl.col("_rcat") == "from_sxid").then(pl.lit("nvlink"))
+                .when(matched).then(pl.col("_rcat"))
+                .when(is_err).then(pl.lit("unknown")).otherwise(pl.lit("benign")))
+    severity = (pl.when(from_xid).then(pl.coalesce(pl.col("_rsev"), pl.col("_xsev"), pl.lit("error")))
+                .when(matched).then(pl.coalesce(pl.col("_rsev"),
+                                                pl.when(pl.col("_rcat") == "benign").then(pl.lit("info")).otherwise(pl.lit("error"))))
+                .when(is_err).then(pl.lit("warning")).otherwise(pl.lit("info")))
+    action = (pl.when(pl.col("recovery_action").is_not_null() & rec.is_not_null()).then(rec)
+              .when(from_xid).then(pl.coalesce(pl.col("_ract"), pl.col("_xact"), pl.lit("none")))
+              .when(matched).then(pl.coalesce(pl.col("_ract"), pl.lit("none")))
+              .otherwise(pl.lit("none")))
+    return cand.with_columns(
+        cand=pl.lit(True), category=category, severity=severity, action=action,
+        rule_id=pl.when(matched).then(pl.col("rule_id")).when(is_err).then(pl.lit("error_words")),
+    ).drop("msg", "_rcat", "_rsev", "_ract", "_xcat", "_xsev", "_xact", "_ccat")
+
+
+def evidence_rank(category: pl.Expr, rule_idx: pl.Expr) -> pl.Expr:
+    """Sort key for the line that speaks for a joined event: specific faults first."""
+    tier = (pl.when(category == "benign").then(4).when(category == "unknown").then(3)
+            .when(category.is_in(_SYMPTOMS)).then(2).otherwise(1))
+    return tier * 100_000 + rule_idx.fill_null(99_999)

@@ -1,0 +1,117 @@
+"""Load the versioned rule data shipped in ``faultline.models`` (never paths into the repo)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import polars as pl
+import yaml
+from pathlib import Path
+
+GROUP_NAMES = ("gpu_pci", "gpu_uuid", "gpu_serial", "xid", "sxid", "caused_by_xid", "nccl_status",
+               "rank", "node", "job_id", "cuda_dev", "recovery_action")
+SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    family: str
+    pattern: str
+    category: str
+    severity: str | None
+    action: str | None
+    keywords: tuple[str, ...]
+    continues: bool
+    keep: bool
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    domains: dict[str, str]          # category -> domain
+    actions: tuple[str, ...]
+    severities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    taxonomy: Taxonomy
+    xid_catalog: pl.DataFrame
+    error_words: tuple[str, ...]     # case-sensitive literal variants
+    benign_despite: tuple[str, ...]
+    version: str                     # content hash of all rule data
+
+    @property
+    def prefilter(self) -> str:
+        """One regex of literals: a line that misses it can only be benign."""
+        # rules that only call a line benign need no keywords here: a line that misses the
+        # prefilter is benign anyway (kept benign lines, e.g. GPU identity, do need them)
+        lits = {k for r in self.rules if r.category != "benign" or r.keep for k in r.keywords}
+        lits |= set(self.error_words)
+        # a literal that contains a shorter one adds nothing to the match: fewer, faster
+        short = sorted(lits, key=len)
+        minimal = [x for i, x in enumerate(short) if not any(y in x for y in short[:i])]
+        return "|".join(re.escape(x) for x in sorted(minimal))
+
+    @property
+    def error_regex(self) -> str:
+        return "|".join(re.escape(w) for w in self.error_words)
+
+
+def _root(models_dir: str | None):
+    return resources.files("faultline.models") if models_dir is None else Path(models_dir)
+
+
+def _variants(word: str) -> list[str]:
+    return sorted({word.lower(), word[:1].upper() + word[1:].lower(), word.upper()})
+
+
+@lru_cache(maxsize=4)
+def load_ruleset(models_dir: str | None = None) -> RuleSet:
+    """The shipped rule data, or the same layout from ``models_dir`` (tests, local rules)."""
+    root = _root(models_dir)
+
+    def _read(name: str) -> bytes:
+        return root.joinpath(name).read_bytes()
+
+    digest = hashlib.sha256()
+    tax = yaml.safe_load(_read("taxonomy.yaml"))
+    taxonomy = Taxonomy(dict(tax["categories"]), tuple(tax["actions"]), tuple(tax["severities"]))
+    rule_dir = root.joinpath("rules")
+    files = []
+    for entry in sorted(rule_dir.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            data = entry.read_bytes()
+            digest.update(entry.name.encode() + data)
+            files.append(yaml.safe_load(data))
+    files.sort(key=lambda f: (f.get("priority", 100), f["family"]))
+    rules = []
+    for f in files:
+        for r in f.get("rules", []):
+            groups = tuple(re.findall(r"\(\?P<(\w+)>", r["pattern"]))
+            bad = [g for g in groups if g not in GROUP_NAMES]
+            if bad:
+                raise ValueError(f"rule {r['id']}: unknown named groups {bad}")
+            cat = r["category"]
+            if cat not in taxonomy.domains and cat not in SPECIAL_CATEGORIES:
+                raise ValueError(f"rule {r['id']}: unknown category {cat!r}")
+            rules.append(Rule(
+                id=r["id"], family=r.get("family", f["family"]), pattern=r["pattern"], category=cat,
+                severity=r.get("severity"), action=r.get("action"),
+                keywords=tuple(r.get("keywords") or ()), continues=bool(r.get("continues", False)),
+                keep=bool(r.get("keep", False)), groups=groups,
+            ))
+    cat_bytes = _read("xid_catalog.csv")
+    words = yaml.safe_load(_read("error_words.yaml"))
+    for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml")):
+        digest.update(blob)
+    catalog = pl.read_csv(io.BytesIO(cat_bytes), schema_overrides={"xid": pl.Int32})
+    error_words = tuple(v for w in words.get("words", []) for v in _variants(w))
+    return RuleSet(tuple(rules), taxonomy, catalog, error_words,
+                   tuple(words.get("benign_despite", []) or ()), digest.hexdigest()[:12])

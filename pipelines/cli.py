@@ -1,0 +1,23 @@
+"""The ``faultline`` command line: a thin group; each command lives in ``commands/``."""
+from __future__ import annotations
+
+import click
+
+from . import __version__
+from .commands.classify import classify
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="faultline")
+def main() -> None:
+    """faultline: log and incident analytics for GPU training clusters.
+
+    Parse kernel, NVIDIA, NCCL/PyTorch and Slurm logs, classify every line into a failure
+    taxonomy, attribute failed jobs to root causes and report per node, rack and provider.
+    """
+
+
+main.add_command(classify)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+"""PyTorch NCCL flight-recorder dumps (reference/log-formats.md section 5).
+
+On a collective timeout every rank may dump its flight recorder: a mapping with
+``version``, ``pg_config``, ``pg_status`` (per process group: ``last_enqueued_collective``,
+``last_started_collective``, ``last_completed_collective``) and ``entries`` (a ring buffer of
+recent collectives: ``collective_seq_id``, ``profiling_name`` such as ``nccl:all_reduce``,
+``state`` scheduled/started/completed, ``time_created_ns``, ``input_sizes``, ``frames`` ...).
+
+The dumps are untrusted input. PyTorch writes them as pickles by default, and unpickling
+runs arbitrary code, so ``load_dump`` never unpickles: it reads the JSON form and refuses a
+pickle with ``FlightRecorderRefused``. An opt-in restricted reader
+(``allow_restricted_pickle=True``) admits pickles made only of plain containers and
+scalars: it first checks every opcode with ``pickletools`` (no globals, no reduce/build/
+object-creation opcodes, no persistent ids, no extension codes) and then loads with an
+``Unpickler`` whose ``find_class`` and ``persistent_load`` always raise. Nothing in a pickle
+can name a callable, so nothing runs.
+
+``summarize_dumps`` reduces a set of dumps (one per rank) to one row per rank;
+``suspect_rank`` names the rank whose progress differs from the majority.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import pickletools
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+__all__ = [
+    "MAX_DUMP_BYTES",
+    "SUMMARY_SCHEMA",
+    "FlightRecorderError",
+    "FlightRecorderRefused",
+    "load_dump",
+    "load_dump_files",
+    "rank_from_filename",
+    "default_pg_id",
+    "summarize_dumps",
+    "suspect_rank",
+]
+
+MAX_DUMP_BYTES = 64 * 1024 * 1024
+MAX_ENTRIES = 1_000_000
+
+SUMMARY_SCHEMA = pl.Schema(
+    {
+        "rank": pl.Int64,
+        "pg_id": pl.String,
+        "last_enqueued": pl.Int64,
+        "last_started": pl.Int64,
+        "last_completed": pl.Int64,
+        "last_entry_seq": pl.Int64,
+        "last_entry_name": pl.String,
+        "last_entry_state": pl.String,
+        "n_entries": pl.Int64,
+    }
+)
+
+_HOW_TO_EXPORT = (
+    "Provide the JSON form instead: in the job, write "
+    "torch._C._distributed_c10d._dump_nccl_trace_json() (torch >= 2.5; "
+    "_dump_fr_trace_json() on torch >= 2.8) to flight_recorder/<rank>.json, or convert a pickle "
+    "you trust on a trusted machine with "
+    "json.dump(pickle.load(open(path, 'rb')), open(path + '.json', 'w'), default=str)."
+)
+
+
+class FlightRecorderError(ValueError):
+    """A dump that cannot be read or does not have the flight-recorder structure."""
+
+
+class FlightRecorderRefused(FlightRecorderError):
+    """A dump refused for safety (a pickle, or a pickle with code-bearing opcodes)."""
+
+
+# --------------------------------------------------------------------------- format sniffing
+
+# Opcodes that can reach a callable, build arbitrary objects or depend on outside state.
+_FORBIDDEN_OPCODES = frozenset(
+    {
+        "GLOBAL",
+        "STACK_GLOBAL",
+        "INST",
+        "OBJ",
+        "NEWOBJ",
+        "NEWOBJ_EX",
+        "REDUCE",
+        "BUILD",
+        "EXT1",
+        "EXT2",
+        "EXT4",
+        "PERSID",
+        "BINPERSID",
+        "NEXT_BUFFER",
+        "READONLY_BUFFER",
+    }
+)
+
+
+def _pickle_opcodes(data: bytes) -> list[str] | None:
+    """Opcode names if ``data`` parses as one complete pickle, else None. Pure parsing:
+    ``pickletools.genops`` decodes opcodes and never executes or imports anything."""
+    names: list[str] = []
+    try:
+        for op, _arg, _pos in pickletools.genops(io.BytesIO(data)):
+            names.append(op.name)
+            if op.name == "STOP":
+                return names
+    except Exception:  # noqa: BLE001 - any decoding failure means "not a pickle"
+        return None
+    return None
+
+
+def _looks_like_pickle(data: bytes) -> bool:
+    if not data:
+        return False
+    if data[0] == 0x80:  # PROTO opcode: protocol 2+
+        return True
+    return _pickle_opcodes(data) is not None
+
+
+class _NoGlobalsUnpickler(pickle.Unpickler):
+    """Loads plain containers and scalars only: any attempt to name a global fails."""
+
+    def find_class(self, module: str, name: str):  # noqa: D401
+        raise FlightRecorderRefused(
+            f"pickle refers to {module}.{name}; only plain containers and scalars are allowed"
+        )
+
+    def persistent_load(self, pid):
+        raise FlightRecorderRefused("pickle uses persistent ids; refused")
+
+
+def _restricted_unpickle(data: bytes) -> Any:
+    ops = _pickle_opcodes(data)
+    if ops is None:
+        raise FlightRecorderError("not a well-formed pickle")
+    bad = sorted(set(ops) & _FORBIDDEN_OPCODES)
+    if bad:
+        raise FlightRecorderRefused(
+            "pickle contains code-bearing opcodes (" + ", ".join(bad) + "); refused for safety. "
+            + _HOW_TO_EXPORT
+        )
+    try:
+        return _NoGlobalsUnpickler(io.BytesIO(data)).load()
+    except FlightRecorderError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise FlightRecorderError(f"could not read restricted pickle: {type(exc).__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- validation
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _as_int(v: Any) -> int | None:
+    """An int64 from an int, integral float or decimal string; anything else is None."""
+    out: int | None = None
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        out = v
+    elif isinstance(v, float) and v.is_integer():
+        out = int(v)
+    elif isinstance(v, str) and re.fullmatch(r"-?\d{1,19}", v.strip()):
+        out = int(v.strip())
+    if out is None or not (_I64_MIN <= out <= _I64_MAX):
+        return None
+    return out
+
+
+def _validate(obj: Any) -> dict:
+    if not isinstance(obj, dict):
+        raise FlightRecorderError(f"a flight-recorder dump is a mapping, got {type(obj).__name__}")
+    if not any(k in obj for k in ("entries", "pg_status")):
+        raise FlightRecorderError("not a flight-recorder dump: neither 'entries' nor 'pg_status' present")
+    entries = obj.get("entries", [])
+    if entries is None:
+        entries = []
+    if not isinstance(entries, (list, tuple)):
+        raise FlightRecorderError(f"'entries' must be a list, got {type(entries).__name__}")
+    if len(entries) > MAX_ENTRIES:
+        raise FlightRecorderError(f"'entries' has {len(entries):,} items (limit {MAX_ENTRIES:,})")
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise FlightRecorderError(f"entries[{i}] must be a mapping, got {type(e).__name__}")
+    pg_status = obj.get("pg_status", {})
+    if pg_status is None:
+        pg_status = {}
+    if not isinstance(pg_status, dict):
+        raise FlightRecorderError(f"'pg_status' must be a mapping, got {type(pg_status).__name__}")
+    for k, v in pg_status.items():
+        if not isinstance(v, dict):
+            raise FlightRecorderError(f"pg_status[{k!r}] must be a mapping, got {type(v).__name__}")
+    pg_config = obj.get("pg_config", {})
+    if pg_config is not None and not isinstance(pg_config, dict):
+        raise FlightRecorderError(f"'pg_config' must be a mapping, got {type(pg_config).__name__}")
+    version = obj.get("version")
+    if version is not None and not isinstance(version, (str, int, float)):
+        raise FlightRecorderError(f"'version' must be a string, got {type(version).__name__}")
+    return obj
+
+
+def load_dump(
+    data: bytes | str,
+    *,
+    max_bytes: int = MAX_DUMP_BYTES,
+    allow_restricted_pickle: bool = False,
+) -> dict:
+    """Read one flight-recorder dump from its bytes.
+
+    Accepts the JSON form. A pickle raises ``FlightRecorderRefused`` unless
+    ``allow_restricted_pickle=True``, in which case only pickles made of plain containers
+    and scalars are read (see the module docstring). Raises ``FlightRecorderError`` (a
+    ``ValueError``) for oversize, malformed or non-dump input.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    data = bytes(data)
+    if len(data) > max_bytes:
+        raise FlightRecorderError(f"dump is {len(data):,} bytes, over the {max_bytes:,}-byte limit")
+    if data.startswith(b"PK\x03\x04"):
+        raise FlightRecorderRefused(
+            "dump is a zip archive (torch.save format, which embeds pickles); refused for safety. "
+            + _HOW_TO_EXPORT
+        )
+    stripped = data.lstrip(b" \t\r\n")
+    if stripped.startswith(b"\xef\xbb\xbf"):
+        stripped = stripped[3:].lstrip(b" \t\r\n")
+    if stripped[:1] == b"{":
+        try:
+            obj = json.loads(stripped.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise FlightRecorderError(f"invalid JSON dump: {exc}") from exc
+        return _validate(obj)
+    if _looks_like_pickle(data):
+        if not allow_restricted_pickle:
+            raise FlightRecorderRefused(
+                "dump is a Python pickle; pickles are refused for safety (unpickling untrusted "
+                "data can run arbitrary code). " + _HOW_TO_EXPORT
+            )
+        return _validate(_restricted_unpickle(data))
+    raise FlightRecorderError("not a flight-recorder dump: expected a JSON object")
+
+
+_RANK_RE = re.compile(r"rank[_\-.]?(\d+)", re.I)
+
+
+def rank_from_filename(name: str) -> int | None:
+    """``nccl_trace_rank_5.json`` -> 5; a bare ``5.json`` -> 5; else None."""
+    stem = Path(name).name
+    m = _RANK_RE.findall(stem)
+    if m:
+        return int(m[-1])
+    m2 = re.fullmatch(r"(\d+)(?:\.\w+)*", stem)
+    return int(m2.group(1)) if m2 else None
+
+
+def load_dump_files(paths: Iterable[str | Path], **kwargs: Any) -> dict[int, dict]:
+    """Load one dump per rank; the rank comes from the dump's ``rank`` key if present, else
+    from the file name. Files that fail raise (callers decide whether to skip)."""
+    out: dict[int, dict] = {}
+    for p in paths:
+        p = Path(p)
+        dump = load_dump(p.read_bytes(), **kwargs)
+        rank = _as_int(dump.get("rank"))
+        if rank is None:
+            rank = rank_from_filename(p.name)
+        if rank is None:
+            raise FlightRecorderError(f"cannot tell the rank of {p.name}")
+        out[rank] = dump
+    return out
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def default_pg_id(dump: Mapping) -> str | None:
+    """The default process group's id: ``"0"`` when present, else the first in
+    ``pg_status`` (then ``pg_config``)."""
+    for key in ("pg_status", "pg_config"):
+        section = dump.get(key) or {}
+        if not isinstance(section, dict) or not section:
+            continue
+        keys = [str(k) for k in section]
+        if "0" in keys:
+            return "0"
+        for k, v in section.items():  # a config entry tagged default_pg
+            if isinstance(v, dict) and v.get("desc") == "default_pg":
+                return str(k)
+        return keys[0]
+    return None
+
+
+def _entry_pg(e: Mapping) -> str | None:
+    if "pg_id" in e and e["pg_id"] is not None:
+        return str(e["pg_id"])
+    pg = e.get("process_group")
+    if isinstance(pg, (list, tuple)) and pg:
+        return str(pg[0])
+    return None
+
+
+def _summarize_one(rank: int, dump: Mapping) -> dict:
+    pg = default_pg_id(dump)
+    entries = [e for e in (dump.get("entries") or []) if isinstance(e, Mapping)]
+    if pg is not None and any(_entry_pg(e) is not None for e in entries):
+        pg_entries = [e for e in entries if _entry_pg(e) in (pg, None)]
+    else:
+        pg_entries = entries
+    seq_entries = [(s, e) for e in pg_entries if (s := _as_int(e.get("collective_seq_id"))) is not None]
+
+    status: Mapping = {}
+    pg_status = dump.get("pg_status") or {}
+    if pg is not None and isinstance(pg_status, dict):
+        for k, v in pg_status.items():
+            if str(k) == pg and isinstance(v, Mapping):
+                status = v
+                break
+
+    def from_entries(states: tuple[str, ...]) -> int | None:
+        vals = [s for s, e in seq_entries if str(e.get("state", "")).lower() in states]
+        return max(vals) if vals else None
+
+    last_enqueued = _as_int(status.get("last_enqueued_collective"))
+    last_started = _as_int(status.get("last_started_collective"))
+    last_completed = _as_int(status.get("last_completed_collective"))
+    if not status:  # no pg_status: derive from the ring buffer
+        last_enqueued = from_entries(("scheduled", "started", "completed"))
+        last_started = from_entries(("started", "completed"))
+        last_completed = from_entries(("completed",))
+
+    last = max(seq_entries, key=lambda t: t[0]) if seq_entries else (None, None)
+    last_seq, last_e = last
+    return {
+        "rank": rank,
+        "pg_id": pg,
+        "last_enqueued": last_enqueued,
+        "last_started": last_started,
+        "last_completed": last_completed,
+        "last_entry_seq": last_seq,
+        "last_entry_name": None if last_e is None else _str_or_none(last_e.get("profiling_name")),
+        "last_entry_state": None if last_e is None else _str_or_none(last_e.get("state")),
+        "n_entries": len(entries),
+    }
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def summarize_dumps(dumps: Mapping[int, Mapping]) -> pl.DataFrame:
+    """One row per rank (sorted by rank), for the default process group; see
+    ``SUMMARY_SCHEMA``. ``last_*`` come from ``pg_status`` (or, when a dump lacks it, from
+    its entries); ``last_entry_*`` describe the entry with the highest
+    ``collective_seq_id`` of that group; ``n_entries`` counts all entries."""
+    rows = [_summarize_one(int(r), d) for r, d in sorted(dumps.items(), key=lambda kv: int(kv[0]))]
+    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=SUMMARY_SCHEMA)
+
+
+_METRICS = (
+    ("last_enqueued", "last enqueued collective"),
+    ("last_started", "last started collective"),
+    ("last_completed", "last completed collective"),
+    ("last_entry_seq", "last recorded collective"),
+)
+
+
+def suspect_rank(dumps: Mapping[int, Mapping]) -> tuple[int | None, str]:
+    """The rank whose last collectives differ from the majority, with a reason.
+
+    Checked in order: last enqueued, started, completed, recorded sequence numbers, then the
+    name and state of the last entry. For each, a rank is the suspect when it is the only
+    one that differs from the rest (with three or more ranks), or when it alone holds the
+    lowest value (it is behind everybody). Returns ``(None, reason)`` when all ranks agree,
+    when fewer than two dumps are given, or when several ranks differ and none can be
+    singled out.
+    """
+    summary = summarize_dumps(dumps)
+    n = summary.height
+    if n < 2:
+        return None, f"need dumps from at least two ranks to compare, got {n}"
+    rows = summary.to_dicts()
+
+    for col, label in _METRICS:
+        vals = {r["rank"]: r[col] for r in rows if r[col] is not None}
+        if len(set(vals.values())) <= 1:
+            continue
+        counts = Counter(vals.values())
+        mode_value, mode_count = counts.most_common(1)[0]
+        outliers = sorted(rk for rk, v in vals.items() if v != mode_value)
+        low = min(vals.values())
+        lowest = [rk for rk, v in vals.items() if v == low]
+        if len(vals) >= 3 and len(outliers) == 1 and mode_count == len(vals) - 1:
+            rk = outliers[0]
+            where = "behind" if vals[rk] < mode_value else "ahead of"
+            return rk, (
+                f"rank {rk} {label} is {vals[rk]}, {where} the other {mode_count} ranks at {mode_value}"
+            )
+        if len(lowest) == 1:
+            rk = lowest[0]
+            others = sorted(v for r2, v in vals.items() if r2 != rk)
+            return rk, (
+                f"rank {rk} {label} is {low}, behind every other rank "
+                f"(others at {others[0]}" + (f"..{others[-1]}" if others[-1] != others[0] else "") + ")"
+            )
+        return None, (
+            f"{label} differs between ranks but no single rank stands out: ranks {sorted(lowest)} "
+            f"are at {low}, {mode_count} ranks at {mode_value}"
+        )
+
+    for col, label in (("last_entry_name", "last collective"), ("last_entry_state", "last entry state")):
+        vals = {r["rank"]: r[col] for r in rows if r[col] is not None}
+        if len(set(vals.values())) <= 1:
+            continue
+        counts = Counter(vals.values())
+        mode_value, mode_count = counts.most_common(1)[0]
+        outliers = sorted(rk for rk, v in vals.items() if v != mode_value)
+        if len(vals) >= 3 and len(outliers) == 1 and mode_count == len(vals) - 1:
+            rk = outliers[0]
+            return rk, f"rank {rk} {label} is {vals[rk]!r}, the other {mode_count} ranks have {mode_value!r}"
+        return None, f"{label} differs between ranks but no single rank stands out ({dict(sorted(vals.items()))})"
+
+    return None, f"all {n} ranks agree (last completed collective {rows[0]['last_completed']})"

@@ -1,0 +1,1 @@
+"""Reading log files into line frames and parsing their prefixes (no Dagster)."""

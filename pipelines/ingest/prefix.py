@@ -1,0 +1,153 @@
+"""Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars.
+
+Every kernel-log prefix of the format notes is one alternative of ``PREFIX_RE``; job-log
+prefixes (rank labels, glog, Python logging, torchrun) are alternatives too. Timestamps are
+turned into UTC by ``derive_timestamps`` and always say how they were derived
+(``ts_source``): nothing is parsed by guessing.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+_HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_MON = r"[^\W\d_]{3,4}\.?"                      # Nov, Dez, déc., Mär (localized syslog)
+_TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"        # kernel:  nvidia-fabricmanager[812]:
+
+# Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
+# or clush host label, a torchrun / srun rank label.
+_LABEL = r"^(?:\[(?:rank|default)(?P<rank_label>\d+)\]:\s?|(?P<srun_label>\d+):\s)?"
+# A pasted line number and a pdsh/clush host label count only in front of a known stamp.
+_PASTED = rf"[ \t>]*(?:\d{{1,7}}(?:[:|]\s*|\s+))?(?:(?P<pdsh>{_HOST}):\s+)?"
+_ALTS = [
+    # <6>1 2026-11-24T03:14:07.123Z host app - - - msg  (RFC 5424 proper)
+    rf"<\d{{1,3}}>1 (?P<iso5424>\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)) (?P<host5424>\S+) (?P<tag5424>\S+) \S+ \S+ (?:-|\[.*?\]) ?",
+    # dmesg -x: "kern  :warn  : " then the iso form with a decimal comma
+    r"(?:[a-z]+\s*:[a-z]+\s*:\s)?(?P<diso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d|Z)?)\s",
+    # RFC 3339 syslog / journald short-iso, optional host (journalctl --no-hostname)
+    rf"(?P<iso>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\s+(?:(?P<host_iso>{_HOST})\s+)?(?P<tag_iso>{_TAG})\s?",
+    # BSD syslog (no year)
+    rf"(?P<bsd>{_MON}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d)\s+(?:(?P<host_bsd>{_HOST})\s+)?(?P<tag_bsd>{_TAG})\s?",
+    # /dev/kmsg record: priority,sequence,usec,flags;
+    r"(?P<kmsg_pri>\d{1,3}),\d+,(?P<kmsg_us>\d+),[^;]*;",
+    # raw dmesg, optional printk level
+    r"(?:<\d{1,3}>)?\[\s*(?P<mono>\d+\.\d+)\]\s?",
+    # dmesg -T (local wall clock, no zone)
+    r"\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4})\]\s?",
+    # dmesg -H: [Nov24 03:14] and the relative [  +0.000812]
+    r"\[(?P<hmon>[A-Z][a-z]{2})(?P<hday>\d{1,2}) (?P<htime>\d\d:\d\d)\]\s?",
+    r"\[\s*\+(?P<rel>\d+\.\d+)\]\s?",
+    # slurmctld / slurmd: [2026-11-24T03:14:07.123]
+    r"\[(?P<slurm>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]\s",
+    # fabric manager: [Nov 24 2026 03:14:07]
+    r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
+    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
+    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
+    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
+    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w.]+:\d+\]\s?",
+]
+PREFIX_RE = _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
+
+MONTHS = {
+    # English, German, French, Spanish, Italian, Dutch abbreviations seen in localized syslog
+    **{m: i + 1 for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])},
+    "mär": 3, "mai": 5, "okt": 10, "dez": 12, "jän": 1,
+    "janv": 1, "févr": 2, "fév": 2, "mars": 3, "avr": 4, "juin": 6, "juil": 7, "aoû": 8, "août": 8, "déc": 12,
+    "ene": 1, "abr": 4, "ago": 8, "dic": 12, "gen": 1, "mag": 5, "giu": 6, "lug": 7, "set": 9, "ott": 10,
+    "mrt": 3, "mei": 5, "okt.": 10,
+}
+
+TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time",
+              "inherited", "none")
+
+
+def split_prefix(raw: pl.Expr) -> pl.Expr:
+    """Struct of the prefix fields and the message of each line."""
+    return raw.str.extract_groups(PREFIX_RE)
+
+
+def _month_expr(name: pl.Expr) -> pl.Expr:
+    key = name.str.to_lowercase().str.strip_chars(".")
+    return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
+
+
+def _year_for(month: pl.Expr, ref: dt.date) -> pl.Expr:
+    """Year of a year-less stamp, from the partition date, with the Dec/Jan rollover."""
+    y = ref.year
+    if ref.month == 1:
+        return pl.when(month == 12).then(y - 1).otherwise(y)
+    if ref.month == 12:
+        return pl.when(month == 1).then(y + 1).otherwise(y)
+    return pl.lit(y)
+
+
+def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
+    text = pl.format("{}-{}-{} {}", year, month, day, hms)
+    return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us",
+                                time_zone="UTC")
+
+
+def derive_timestamps(p: pl.DataFrame, ref_date: dt.date, boots: list[dt.datetime] | None) -> pl.DataFrame:
+    """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``)."""
+    c = pl.col
+    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"))
+    zoned = (zoned.str.replace(",", ".", literal=True).str.replace(r"Z$", "+00:00")
+             .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2"))
+    abs_ts = zoned.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
+    naive_txt = pl.coalesce(
+        c("slurm").str.replace("T", " ", literal=True),
+        c("pylog").str.replace(",", ".", literal=True),
+    )
+    naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
+    ctime_ts = (c("ctime").str.replace_all(r"\s+", " ")
+                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us", time_zone="UTC"))
+    fm_ts = c("fm").str.to_datetime("%b %d %Y %H:%M:%S", strict=False, time_unit="us", time_zone="UTC")
+
+    bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
+    bsd_m = _month_expr(bsd_parts.struct.field("m"))
+    bsd_ts = _from_parts(_year_for(bsd_m, ref_date), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
+    glog_m = c("glog").str.slice(0, 2).cast(pl.Int32, strict=False)
+    glog_ts = _from_parts(_year_for(glog_m, ref_date), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False),
+                          c("glog").str.slice(5))
+    h_m = _month_expr(c("hmon"))
+    h_ts = _from_parts(_year_for(h_m, ref_date), h_m, c("hday"), pl.format("{}:00", c("htime")))
+
+    mono = pl.coalesce(c("mono").cast(pl.Float64, strict=False),
+                       c("kmsg_us").cast(pl.Float64, strict=False) / 1e6)
+    p = p.with_columns(
+        _abs=abs_ts,
+        _naive=pl.coalesce(naive_ts, ctime_ts, fm_ts),
+        _yearless=pl.coalesce(bsd_ts, glog_ts, h_ts),
+        _mono=mono,
+    )
+    p = p.with_columns(_boot=_boot_times(p["_mono"], boots))
+    boot_ts = c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64))
+    ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
+    src = (pl.when(c("_abs").is_not_null()).then(pl.lit("absolute"))
+           .when(c("_naive").is_not_null()).then(pl.lit("naive_utc"))
+           .when(c("_yearless").is_not_null()).then(pl.lit("yearless"))
+           .when(boot_ts.is_not_null()).then(pl.lit("boot_offset"))
+           .when(c("_mono").is_not_null()).then(pl.lit("no_boot_time"))
+           .otherwise(pl.lit("none")))
+    return p.with_columns(ts=ts, ts_source=src).drop("_abs", "_naive", "_yearless", "_mono", "_boot")
+
+
+def _boot_times(mono: pl.Series, boots: list[dt.datetime] | None) -> pl.Series:
+    """Boot time for each monotonic stamp: a drop in the counter means a reboot.
+
+    The last boot segment of the file takes the last known boot, the one before it the
+    boot before that, and so on (a day's log ends in the boot that is running).
+    """
+    n = len(mono)
+    if not boots or mono.null_count() == n:
+        return pl.Series("_boot", [None] * n, dtype=pl.Datetime("us", "UTC"))
+    boots = sorted(b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc) for b in boots)
+    filled = mono.fill_null(strategy="forward")
+    seg = (filled < filled.shift(1)).fill_null(False).cast(pl.Int32).cum_sum()
+    last = int(seg.max() or 0)
+    idx = (len(boots) - 1) - (last - seg)
+    table = pl.Series("b", boots, dtype=pl.Datetime("us", "UTC"))
+    valid = (idx >= 0) & mono.is_not_null()
+    picked = table.gather(idx.clip(0, len(boots) - 1).cast(pl.UInt32))
+    return pl.select(pl.when(valid).then(picked).otherwise(None)).to_series().alias("_boot")

@@ -1,0 +1,211 @@
+"""Bounded, streaming reads of plain, gzip and zstd log files, cut into line blocks.
+
+A block is a run of whole physical lines (it ends on a newline), so the hot path can hand
+each block to polars in one call. Decompression is bounded (size and ratio) and truncated
+archives keep what was readable; both are reported as ``ReadIssue`` rows, never raised.
+"""
+from __future__ import annotations
+
+import io
+import os
+import queue
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+import zstandard
+
+BLOCK_SIZE = 8 << 20
+MAX_LINE_BYTES = 1 << 20          # longer physical lines are quarantined, only a preview is kept
+PREVIEW_BYTES = 512
+CR_SNIFF_BYTES = 64 << 10
+MAX_DECOMPRESSED_BYTES = 64 << 30
+MAX_RATIO = 200                   # decompressed / compressed
+
+
+@dataclass
+class ReadIssue:
+    """Something about the file (not one line) that could not be read as-is."""
+
+    line_no: int  # the physical line where it happened (the line after the last complete one)
+    reason: str
+    detail: str
+
+
+@dataclass
+class Block:
+    """Whole lines: ``head`` (the first line, complete) then ``body`` minus its first line.
+
+    ``body`` is the chunk as read (no copy); its first line is the tail of ``head`` and, when
+    ``drop_last`` is set, its last line is partial and continues in the next block.
+    """
+
+    head: bytes
+    body: bytes = b""
+    drop_last: bool = False
+    first_line_no: int = 1
+    head_overlong: int = 0        # > 0: head is only a preview of a line this long
+
+    def has(self, byte: bytes) -> bool:
+        return byte in self.head or byte in self.body
+
+    def isascii(self) -> bool:
+        return self.head.isascii() and self.body.isascii()
+
+
+@dataclass
+class ReadStats:
+    bytes_read: int = 0           # bytes of (decompressed) content
+    compressed_bytes: int = 0
+    issues: list[ReadIssue] = field(default_factory=list)
+
+
+class _GzipStream:
+    """Incremental gzip (multi-member) that hands out what it decoded before a truncation."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.d, self.buf, self.done = raw, zlib.decompressobj(wbits=31), b"", False
+
+    def read(self, n: int) -> bytes:
+        while len(self.buf) < n and not self.done:
+            comp = self.raw.read(1 << 16)
+            if not comp:
+                self.done = True
+                if not self.d.eof and (self.buf or self.d.unconsumed_tail is not None):
+                    self.buf += self.d.flush()
+                    if not self.d.eof:
+                        self._truncated = True
+                break
+            self.buf += self.d.decompress(comp)
+            while self.d.eof and self.d.unused_data:
+                rest = self.d.unused_data
+                self.d = zlib.decompressobj(wbits=31)
+                self.buf += self.d.decompress(rest)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        if not out and getattr(self, "_truncated", False):
+            self._truncated = False
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _Bounded(io.RawIOBase):
+    """Wraps a decompressing stream; stops (and records why) past the size/ratio bound."""
+
+    def __init__(self, inner: BinaryIO, limit: int, what: str):
+        self.inner, self.limit, self.what, self.total = inner, limit, what, 0
+        self.error: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.error:
+            return 0
+        want = min(len(b), self.limit - self.total + 1, 1 << 16)
+        try:
+            chunk = self.inner.read(want)
+        except (EOFError, OSError, zlib.error, zstandard.ZstdError) as exc:
+            self.error = f"truncated or corrupt {self.what}: {exc}"
+            return 0
+        if self.total + len(chunk) > self.limit:
+            self.error = (f"decompression bound reached ({self.limit} bytes); "
+                          f"possible decompression bomb, rest of {self.what} skipped")
+            chunk = chunk[: self.limit - self.total]
+        n = len(chunk)
+        b[:n] = chunk
+        self.total += n
+        return n
+
+
+def open_log(path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES,
+             max_ratio: int = MAX_RATIO) -> tuple[BinaryIO, _Bounded | None, int]:
+    """Open a log for binary reading; returns (stream, bound-tracker or None, on-disk size)."""
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    raw = open(path, "rb")
+    head = raw.read(4)
+    raw.seek(0)
+    if head[:2] == b"\x1f\x8b" or path.endswith(".gz"):
+        inner: BinaryIO = _GzipStream(raw)
+        what = "gzip archive"
+    elif head == b"\x28\xb5\x2f\xfd" or path.endswith(".zst"):
+        inner = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        what = "zstd archive"
+    else:
+        return raw, None, size
+    limit = min(max_bytes, max(max_ratio * max(size, 1), 1 << 20))
+    bounded = _Bounded(inner, limit, what)
+    return io.BufferedReader(bounded, 1 << 20), bounded, size
+
+
+def _prefetch(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    """Read ahead in a thread: I/O and decompression overlap with parsing (both drop the GIL)."""
+    q: queue.Queue = queue.Queue(maxsize=2)
+
+    def produce() -> None:
+        try:
+            while True:
+                chunk = stream.read(size)
+                q.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # handed to the consumer, never lost
+            q.put(exc)
+
+    threading.Thread(target=produce, daemon=True, name="faultline-read").start()
+    while True:
+        item = q.get()
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+        if not item:
+            return
+
+
+def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_SIZE,
+                max_line: int = MAX_LINE_BYTES) -> Iterator[Block]:
+    """Yield blocks of whole lines; CR-only files are read as if CR were the line end.
+
+    A line longer than ``max(block_size, max_line)`` is never held whole: its block carries
+    a preview and ``head_overlong`` its real length.
+    """
+    limit = max(block_size, max_line)
+    carry = b""
+    overlong = 0
+    cr_mode: bool | None = None
+    sniff = b""                   # undecided start: CR-only is decided on >= 64 KiB or EOF
+    for chunk in _prefetch(stream, block_size):
+        if cr_mode is None:
+            sniff += chunk
+            if chunk and b"\n" not in sniff and len(sniff) < CR_SNIFF_BYTES:
+                continue
+            cr_mode = b"\r" in sniff and b"\n" not in sniff
+            chunk, sniff = sniff, b""
+        if cr_mode and chunk:
+            chunk = chunk.replace(b"\r", b"\n")
+        stats.bytes_read += len(chunk)
+        if not chunk:
+            break
+        nl = chunk.find(b"\n")
+        if nl < 0:
+            if overlong:
+                overlong += len(chunk)
+            else:
+                carry += chunk
+                if len(carry) > limit:
+                    overlong, carry = len(carry), carry[:PREVIEW_BYTES]
+            continue
+        if overlong:
+            head, head_long = carry, overlong + nl
+            overlong = 0
+        else:
+            head, head_long = carry + chunk[: nl + 1], 0
+        cut = chunk.rfind(b"\n")
+        carry = chunk[cut + 1:]
+        yield Block(head=head, body=chunk, drop_last=cut + 1 < len(chunk), head_overlong=head_long)
+    if carry or overlong:
+        yield Block(head=carry, head_overlong=overlong)

@@ -1,0 +1,1 @@
+"""SQL views and named queries shipped with faultline."""
