@@ -202,7 +202,7 @@ def _result(st: _State, ctx: SourceContext, lines_read: int, bytes_read: int, er
     events = pl.concat(st.events) if st.events else pl.DataFrame(schema=EVENTS)
     quarantine = pl.concat([*st.quarantine, *qrows]) if (st.quarantine or qrows) else pl.DataFrame(schema=QUARANTINE)
     per_line = pl.concat(st.per_line) if st.per_line else None
-    res = ParseResult(conform(events.drop("_grp", strict=False), EVENTS, name="events"),
+    res = ParseResult(conform(events.drop("_grp", strict=False).sort("line_no"), EVENTS, name="events"),
                       conform(quarantine, QUARANTINE, name="quarantine"),
                       lines_read, st.event_lines, 0, st.quarantined, bytes_read, st.fmt, err, per_line)
     res.benign = lines_read - st.event_lines - st.quarantined
