@@ -5,6 +5,10 @@ import click
 
 from . import __version__
 from .commands.classify import classify
+from .commands.demo import demo
+from .commands.evaluate import evaluate
+from .commands.run import run
+from .commands.simulate import simulate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,6 +22,10 @@ def main() -> None:
 
 
 main.add_command(classify)
+main.add_command(run)
+main.add_command(simulate)
+main.add_command(demo)
+main.add_command(evaluate)
 
 if __name__ == "__main__":
     main()

@@ -32,6 +32,8 @@ CASES = [
     (f"  12  Nov 24 03:14:07 node-a17 kernel: {MSG}", "2026-11-24T03:14:07", "yearless", "node-a17", MSG),
     ("[rank3]:[E1124 03:14:07.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout",
      "2026-11-24T03:14:07.123456", "yearless", None, "[Rank 3] Watchdog caught collective operation timeout"),
+    ("E1124 03:14:07.123456 33266 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1)",
+     "2026-11-24T03:14:07.123456", "yearless", None, "failed (exitcode: 1)"),
     ("E1124 03:14:07.123456  1234 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog",
      "2026-11-24T03:14:07.123456", "yearless", None, "[Rank 3] Watchdog"),
     ("[2026-11-24T03:14:07.123] error: Nodes node-a17 not responding, setting DOWN",

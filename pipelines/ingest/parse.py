@@ -1,9 +1,11 @@
-"""Parse one log file (or stream) into events, benign counts and quarantine rows.
+"""Parse log files (or streams) into events, benign counts and quarantine rows.
 
-The hot path is per block of ~32 MB: polars splits the block into lines, a literal
-prefilter picks the few lines that can matter, and only those get their prefix parsed,
-their timestamp derived and their message classified. Multi-line messages (wrapped NVRM
-notices, SXid continuations, tracebacks, the ChildFailedError table) become one event.
+The hot path reads each file in blocks of a few MB: polars splits a block into lines and a
+literal prefilter keeps the few lines that can matter. The kept lines of many files are then
+parsed together, in one set of polars expressions: prefix, UTC timestamp, classification,
+joining of multi-line messages (wrapped NVRM notices, SXid continuations, tracebacks, the
+ChildFailedError table) into one event. Per-file overhead stays small, so a night of
+thousands of small files costs about what one large file does.
 """
 from __future__ import annotations
 
@@ -76,14 +78,15 @@ class ParseResult:
 
 
 @dataclass
-class _State:
+class FileScan:
+    """What reading one file left for the batch step: its candidate lines and counts."""
+
+    ctx: SourceContext
+    candidates: list = field(default_factory=list)     # frames: line_no, raw, _long, _garbage
+    lines_read: int = 0
+    bytes_read: int = 0
     fmt: str | None = None
-    last_ts: object = None
-    event_lines: int = 0
-    quarantined: int = 0
-    events: list = field(default_factory=list)
-    quarantine: list = field(default_factory=list)
-    per_line: list = field(default_factory=list)
+    error: str | None = None
 
 
 def _frame(data: bytes, skip_first: bool) -> pl.Series:
@@ -121,49 +124,112 @@ CSV_OPTS = dict(has_header=False, separator="\x1f", quote_char=None, new_columns
 CANDIDATE_BATCH = 50_000   # candidate lines gathered before they are parsed together
 
 
-def parse_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet | None = None,
-                 stats: reader.ReadStats | None = None) -> ParseResult:
-    """Parse any stream (plain, decompressed, stdin) block by block in bounded memory."""
-    rs = rs or load_ruleset()
-    stats = stats or reader.ReadStats()
-    st = _State()
-    lines_read = 0
-    pending: list[pl.DataFrame] = []
-    n_pending = 0
+CSV_OPTS = dict(has_header=False, separator="\x1f", quote_char=None, new_columns=["raw"],
+                encoding="utf8-lossy", infer_schema=False, comment_prefix=None)
+FORMAT_SAMPLE_LINES = 200
+
+
+def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=None) -> FileScan:
+    """Read a stream block by block; keep only the candidate lines (all lines in full mode).
+
+    ``on_block(scan)`` is called after each block (full mode uses it to emit and drop lines,
+    so memory stays bounded whatever the input size).
+    """
+    scan = FileScan(ctx)
+    stats = reader.ReadStats()
     for block in reader.iter_blocks(stream, stats):
-        block.first_line_no = lines_read + 1
+        block.first_line_no = scan.lines_read + 1
         lines = lines_frame(block)
-        lines_read += lines.height
-        if st.fmt is None:
-            st.fmt = _detect_format(lines.head(2000)["raw"])
+        scan.lines_read += lines.height
+        if scan.fmt is None:
+            scan.fmt = _detect_format(lines.head(FORMAT_SAMPLE_LINES)["raw"])
         dirty = (not block.isascii()) or block.has(b"\x00")
         sel = _flags(lines.lazy(), dirty, block)
         if not ctx.full:
-            sel = sel.filter(_candidate_expr(ctx, rs, st.fmt))
+            sel = sel.filter(_candidate_expr(ctx, rs, scan.fmt))
         cand = sel.collect()
         if cand.height:
-            # fresh string buffers: a filtered string view would pin the whole block in memory
             if not ctx.full:
+                # fresh strings: a filtered string view would pin the whole block in memory
                 cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
-            pending.append(cand)
-            n_pending += cand.height
-        if n_pending >= CANDIDATE_BATCH or (ctx.full and pending):
-            _collect(pl.concat(pending), ctx, rs, st)
-            pending, n_pending = [], 0
-    if pending:
-        _collect(pl.concat(pending), ctx, rs, st)
-    err = getattr(getattr(stream, "raw", None), "error", None)
-    return _result(st, ctx, lines_read, stats.bytes_read, err)
+            scan.candidates.append(cand)
+        if on_block is not None:
+            on_block(scan)
+    scan.bytes_read = stats.bytes_read
+    scan.error = getattr(getattr(stream, "raw", None), "error", None)
+    return scan
+
+
+def scan_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet) -> FileScan:
+    stream, bounded, _size = reader.open_log(path)
+    with stream:
+        scan = scan_stream(stream, ctx, rs)
+    if bounded is not None and bounded.error:
+        scan.error = scan.error or bounded.error
+    return scan
+
+
+def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSet | None = None) -> list[ParseResult]:
+    """Parse many files: read each, then parse all their candidate lines in one batch."""
+    rs = rs or load_ruleset()
+    scans = []
+    for path, ctx in items:
+        try:
+            scans.append(scan_file(path, ctx, rs))
+        except OSError as exc:
+            scans.append(FileScan(ctx, error=f"cannot read file: {exc.strerror or exc}"))
+    return parse_scans(scans, rs)
 
 
 def parse_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet | None = None) -> ParseResult:
     """Parse one file (plain, .gz or .zst; bounded decompression)."""
-    stream, _bounded, _size = reader.open_log(path)
-    with stream:
-        res = parse_stream(stream, ctx, rs)
-    if _bounded is not None and _bounded.error and not res.message:
-        res.message = _bounded.error
-    return res
+    rs = rs or load_ruleset()
+    if ctx.full:
+        stream, bounded, _size = reader.open_log(path)
+        with stream:
+            res = parse_stream(stream, ctx, rs)
+        if bounded is not None and bounded.error and not res.message:
+            res.message = bounded.error
+        return res
+    return parse_files([(path, ctx)], rs)[0]
+
+
+def parse_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet | None = None) -> ParseResult:
+    """Parse one stream. In full mode (every line classified) each block is parsed as it
+    arrives and only the per-line verdicts are kept."""
+    rs = rs or load_ruleset()
+    if not ctx.full:
+        return parse_scans([scan_stream(stream, ctx, rs)], rs)[0]
+    parts: list[ParseResult] = []
+    last_ts = [None]
+
+    def flush(scan: FileScan) -> None:
+        if scan.candidates:
+            chunk = FileScan(scan.ctx, scan.candidates, fmt=scan.fmt)
+            res = parse_scans([chunk], rs, last_ts=last_ts[0])[0]
+            if res.per_line is not None and res.per_line.height:
+                ts = res.per_line["ts"].drop_nulls()
+                if len(ts):
+                    last_ts[0] = ts[-1]
+            parts.append(res)
+            scan.candidates = []
+
+    scan = scan_stream(stream, ctx, rs, on_block=flush)
+    out = ParseResult(
+        pl.concat([p.events for p in parts]) if parts else pl.DataFrame(schema=EVENTS),
+        pl.concat([p.quarantine for p in parts]) if parts else pl.DataFrame(schema=QUARANTINE),
+        scan.lines_read, sum(p.event_lines for p in parts), 0, sum(p.quarantined for p in parts),
+        scan.bytes_read, scan.fmt, scan.error,
+        pl.concat([p.per_line for p in parts]) if parts else None)
+    if scan.error:
+        out.quarantine = pl.concat([out.quarantine, _read_error_row(ctx, scan.lines_read, scan.error)])
+    out.benign = out.lines_read - out.event_lines - out.quarantined
+    return out
+
+
+def _read_error_row(ctx: SourceContext, lines_read: int, err: str) -> pl.DataFrame:
+    return pl.DataFrame({"source": [ctx.source], "line_no": [lines_read + 1], "reason": ["unreadable_rest"],
+                         "detail": [err], "preview": [""]}, schema=QUARANTINE)
 
 
 def _flags(lines: pl.LazyFrame, dirty: bool, block: reader.Block | None) -> pl.LazyFrame:
@@ -194,21 +260,6 @@ def _detect_format(raw: pl.Series) -> str:
     return best[0] if best[1] else "unknown"
 
 
-def _result(st: _State, ctx: SourceContext, lines_read: int, bytes_read: int, err: str | None) -> ParseResult:
-    qrows = []
-    if err:
-        qrows.append(pl.DataFrame({"source": [ctx.source], "line_no": [lines_read + 1], "reason": ["unreadable_rest"],
-                                   "detail": [err], "preview": [""]}, schema=QUARANTINE))
-    events = pl.concat(st.events) if st.events else pl.DataFrame(schema=EVENTS)
-    quarantine = pl.concat([*st.quarantine, *qrows]) if (st.quarantine or qrows) else pl.DataFrame(schema=QUARANTINE)
-    per_line = pl.concat(st.per_line) if st.per_line else None
-    res = ParseResult(conform(events.drop("_grp", strict=False).sort("line_no"), EVENTS, name="events"),
-                      conform(quarantine, QUARANTINE, name="quarantine"),
-                      lines_read, st.event_lines, 0, st.quarantined, bytes_read, st.fmt, err, per_line)
-    res.benign = lines_read - st.event_lines - st.quarantined
-    return res
-
-
 def file_checksum(path: str | os.PathLike) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -217,110 +268,135 @@ def file_checksum(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _collect(cand: pl.DataFrame, ctx: SourceContext, rs: RuleSet, st: _State) -> None:
-    """Turn the candidate lines of a block into events and quarantine rows (kept in ``st``)."""
-    if not cand.height:
-        return
-    ev, per_line = _events_from_candidates(cand, ctx, rs, st)
-    # quarantine: overlong lines always; garbage lines unless a specific rule claimed them
-    bad = per_line.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
-    if bad.height:
-        st.quarantine.append(bad.select(
-            source=pl.lit(ctx.source), line_no=pl.col("line_no"),
+_CTX_SCHEMA = {"_file": pl.Int32, "_source": pl.String, "_kind": pl.String, "_node_ctx": pl.String,
+               "_job_ctx": pl.String, "_provider": pl.String, "_cluster": pl.String, "_ref_date": pl.Date,
+               "_family_default": pl.String}
+
+
+def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[ParseResult]:
+    """Parse the candidate lines of many files at once; one ParseResult per scan, in order."""
+    today = dt.datetime.now(dt.timezone.utc).date()
+    ctx_rows = [(i, s.ctx.source, s.ctx.kind, s.ctx.node, s.ctx.job_id, s.ctx.provider, s.ctx.cluster,
+                 s.ctx.ref_date or today, s.ctx.default_family) for i, s in enumerate(scans)]
+    ctxs = pl.DataFrame(ctx_rows, schema=_CTX_SCHEMA, orient="row")
+    frames = [c.with_columns(_file=pl.lit(i, pl.Int32)) for i, s in enumerate(scans) for c in s.candidates]
+    full = any(s.ctx.full for s in scans)
+    if frames:
+        cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
+        boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts)
+        bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
+        q = bad.select(
+            "_file", source=pl.col("_source"), line_no=pl.col("line_no"),
             reason=pl.when(pl.col("_long")).then(pl.lit("line_too_long")).otherwise(pl.lit("binary_or_invalid_utf8")),
             detail=pl.when(pl.col("_long"))
             .then(pl.lit(f"line longer than {reader.MAX_LINE_BYTES} bytes; only a preview is kept"))
             .otherwise(pl.lit("line holds NUL/control bytes or invalid UTF-8")),
             preview=pl.col("raw").str.slice(0, reader.PREVIEW_BYTES).str.replace_all(GARBAGE_RE, "\ufffd"),
-        ))
-        st.quarantined += bad.height
-        per_line = per_line.with_columns(_q=pl.col("line_no").is_in(bad["line_no"].implode()))
-        ev = ev.join(bad.select(pl.col("line_no").alias("_bad")), left_on="line_no", right_on="_bad", how="anti")
-        counts = per_line.filter(~pl.col("_q")).group_by("_grp").len("_n")
-        ev = ev.join(counts, on="_grp", how="inner").with_columns(line_count=pl.col("_n").cast(pl.Int32)).drop("_n")
+        )
+        if bad.height:
+            key = ["_file", "line_no"]
+            lines = lines.join(bad.select(key).with_columns(_q=pl.lit(True)), on=key, how="left",
+                               maintain_order="left").with_columns(pl.col("_q").fill_null(False))
+            ev = ev.join(bad.select(key), on=key, how="anti", maintain_order="left")
+            n = lines.filter(~pl.col("_q")).group_by("_file", "_grp").agg(pl.len().alias("_n"))
+            ev = ev.join(n, on=["_file", "_grp"], how="inner", maintain_order="left").with_columns(
+                line_count=pl.col("_n").cast(pl.Int32)).drop("_n")
+        else:
+            lines = lines.with_columns(_q=pl.lit(False))
     else:
-        per_line = per_line.with_columns(_q=pl.lit(False))
-    st.event_lines += int(ev["line_count"].sum()) if ev.height else 0
-    if ev.height:
-        st.events.append(ev.drop("_grp"))
-    if ctx.full:
-        st.per_line.append(per_line.with_columns(
-            category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category"))))
+        ev = q = lines = None
+    out = []
+    for i, s in enumerate(scans):
+        e = ev.filter(pl.col("_file") == i) if ev is not None else pl.DataFrame(schema=EVENTS)
+        qq = q.filter(pl.col("_file") == i).drop("_file") if q is not None else pl.DataFrame(schema=QUARANTINE)
+        if s.error:
+            qq = pl.concat([conform(qq, QUARANTINE, name="quarantine"), _read_error_row(s.ctx, s.lines_read, s.error)])
+        per_line = None
+        if full and lines is not None:
+            per_line = lines.filter(pl.col("_file") == i).with_columns(
+                category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category")))
+        event_lines = int(e["line_count"].sum()) if e.height else 0
+        n_q = int((q["_file"] == i).sum()) if q is not None else 0
+        res = ParseResult(conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
+                          conform(qq, QUARANTINE, name="quarantine"), s.lines_read, event_lines, 0, n_q,
+                          s.bytes_read, s.fmt, s.error, per_line)
+        res.benign = s.lines_read - event_lines - n_q
+        out.append(res)
+    return out
 
 
-def _events_from_candidates(c: pl.DataFrame, ctx: SourceContext, rs: RuleSet, st: _State):
-    c = c.with_columns(p=split_prefix(pl.col("raw"))).unnest("p")
-    c = derive_timestamps(c, ctx.ref_date or dt.datetime.now(dt.timezone.utc).date(), ctx.boots)
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw"))).unnest("p")
+    c = derive_timestamps(c, boots_by_file=boots or None)
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 
-    # forward-fill times from the line before (dmesg -H relative lines, job output without
-    # stamps); carried across blocks
+    # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
+    # before them in the same file (in full mode, of the block before too)
     has_ts = pl.col("ts").is_not_null()
     c = c.with_columns(
         ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
-        ts=pl.col("ts").fill_null(strategy="forward"),
+        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
     )
-    if st.last_ts is not None:
-        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(st.last_ts, dtype=pl.Datetime("us", "UTC"))))
+    if last_ts is not None:
+        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
     c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
-    if c.height and c["ts"].drop_nulls().len():
-        st.last_ts = c["ts"].drop_nulls()[-1]
 
-    gap = 1 if ctx.kind == "job" else KERNEL_JOIN_GAP
-    prev_ln = pl.col("line_no").shift(1)
-    job_cont = pl.col("raw").str.contains(JOB_CONT_RE) if ctx.kind == "job" else pl.lit(False)
-    c = c.with_columns(_jc=job_cont)
-    exc_after = (pl.col("_jc").shift(1).fill_null(False) & pl.col("raw").str.contains(EXC_LINE_RE))
+    is_job = pl.col("_kind") == "job"
+    same_file = pl.col("_file") == pl.col("_file").shift(1)
+    gap = pl.when(is_job).then(1).otherwise(KERNEL_JOIN_GAP)
+    c = c.with_columns(_jc=is_job & pl.col("raw").str.contains(JOB_CONT_RE))
+    exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("raw").str.contains(EXC_LINE_RE)
     # a rule continuation joins the line above only within its own family (an OOM report
     # line right after an SXid block is a new event)
     same_family = pl.col("family") == pl.col("family").shift(1)
-    joined = (((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
-              & ((pl.col("line_no") - prev_ln) <= gap)).fill_null(False)
+    joined = (same_file & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
+              & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
     node_from_line = pl.coalesce(pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424"))
-    if ctx.kind == "kernel" and ctx.node:
-        node = pl.coalesce(pl.col("pdsh"), pl.lit(ctx.node))
-    else:
-        node = pl.coalesce(node_from_line, pl.lit(ctx.node, pl.String))
+    node = (pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
+            .then(pl.coalesce(pl.col("pdsh"), pl.col("_node_ctx")))
+            .otherwise(pl.coalesce(node_from_line, pl.col("_node_ctx"))))
     c = c.with_columns(
         node=node,
         rank=pl.coalesce(pl.col("rank"), pl.col("rank_label").cast(pl.Int32, strict=False),
                          pl.col("srun_label").cast(pl.Int32, strict=False)),
-        job_id=pl.coalesce(pl.lit(ctx.job_id, pl.String), pl.col("job_id")),
-        family=pl.coalesce(pl.col("family"), pl.lit(ctx.default_family)),
+        job_id=pl.coalesce(pl.col("_job_ctx"), pl.col("job_id")),
+        family=pl.coalesce(pl.col("family"), pl.col("_family_default")),
     )
-    per_line_cols = ["line_no", "raw", "msg", "ts", "ts_source", "node", "gpu_pci", "gpu_uuid", "gpu_serial",
-                     "job_id", "rank", "family", "xid", "sxid", "nccl_status", "category", "severity",
-                     "action", "rule_id", "keep", "_rank", "_grp", "_long", "_garbage"]
+    per_line_cols = ["_file", "_source", "_provider", "_cluster", "line_no", "raw", "msg", "ts", "ts_source", "node",
+                     "gpu_pci", "gpu_uuid", "gpu_serial", "job_id", "rank", "family", "xid", "sxid", "nccl_status",
+                     "category", "severity", "action", "rule_id", "keep", "_rank", "_grp", "_long", "_garbage"]
     lines = c.select(per_line_cols)
     # one event per group: the deciding line's fields first, then the first non-null
     ordered = lines.sort(["_grp", "_rank", "line_no"])
     take_first_non_null = ["ts", "node", "gpu_pci", "gpu_uuid", "gpu_serial", "job_id", "rank", "xid", "sxid", "nccl_status"]
     ev = ordered.group_by("_grp", maintain_order=True).agg(
         [pl.col(x).drop_nulls().first() for x in take_first_non_null]
-        + [pl.col(x).first() for x in ("family", "category", "severity", "action", "rule_id", "keep")]
+        + [pl.col(x).first() for x in ("_file", "_source", "_provider", "_cluster", "family", "category", "severity",
+                                        "action", "rule_id", "keep")]
         + [pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
            pl.col("line_no").min().alias("line_no"), pl.len().cast(pl.Int32).alias("line_count")]
     )
-    texts = lines.sort("line_no").group_by("_grp", maintain_order=True).agg(
+    texts = lines.group_by("_grp", maintain_order=True).agg(
         pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message"))
-    ev = ev.join(texts, on="_grp", how="left")
+    ev = ev.join(texts, on="_grp", how="left", maintain_order="left")
     ev = ev.filter((pl.col("category") != "benign") | pl.col("keep"))
     ev = ev.with_columns(
-        event_id=pl.format("{}:{}", pl.lit(ctx.source), pl.col("line_no")),
-        source=pl.lit(ctx.source), provider=pl.lit(ctx.provider, pl.String), cluster=pl.lit(ctx.cluster, pl.String),
+        event_id=pl.format("{}:{}", pl.col("_source"), pl.col("line_no")),
+        source=pl.col("_source"), provider=pl.col("_provider"), cluster=pl.col("_cluster"),
         ts_source=pl.col("ts_source").fill_null("none"),
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
         template=mask_template(pl.col("message").str.split("\n").list.first()),
-    ).drop("keep")
+    ).drop("keep", "_source", "_provider", "_cluster")
     # per physical line, the joined event's verdict (continuations carry it too)
-    verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in ("category", "severity", "action", "family")])
-    lines = lines.join(verdict, on="_grp", how="left").with_columns(
-        [pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in ("category", "severity", "action", "family")]
-    ).drop([f"_e_{x}" for x in ("category", "severity", "action", "family")])
-    return ev.sort("line_no"), lines.sort("line_no")
+    cols = ("category", "severity", "action", "family")
+    verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
+    lines = lines.join(verdict, on="_grp", how="left", maintain_order="left").with_columns(
+        [pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols]).drop([f"_e_{x}" for x in cols])
+    return ev, lines

@@ -45,7 +45,7 @@ _ALTS = [
     # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
     r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
     # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
-    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w.]+:\d+\]\s?",
+    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./-]+:\d+\]\s?",
 ]
 PREFIX_RE = _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
 
@@ -72,14 +72,11 @@ def _month_expr(name: pl.Expr) -> pl.Expr:
     return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
 
 
-def _year_for(month: pl.Expr, ref: dt.date) -> pl.Expr:
-    """Year of a year-less stamp, from the partition date, with the Dec/Jan rollover."""
-    y = ref.year
-    if ref.month == 1:
-        return pl.when(month == 12).then(y - 1).otherwise(y)
-    if ref.month == 12:
-        return pl.when(month == 1).then(y + 1).otherwise(y)
-    return pl.lit(y)
+def _year_for(month: pl.Expr, ref: pl.Expr) -> pl.Expr:
+    """Year of a year-less stamp, from the partition date ``ref``, with the Dec/Jan rollover."""
+    y, m = ref.dt.year(), ref.dt.month()
+    return (pl.when((m == 1) & (month == 12)).then(y - 1)
+            .when((m == 12) & (month == 1)).then(y + 1).otherwise(y))
 
 
 def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
@@ -88,9 +85,20 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
                                 time_zone="UTC")
 
 
-def derive_timestamps(p: pl.DataFrame, ref_date: dt.date, boots: list[dt.datetime] | None) -> pl.DataFrame:
-    """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``)."""
+def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
+                      boots: list[dt.datetime] | None = None,
+                      boots_by_file: dict[int, list[dt.datetime]] | None = None) -> pl.DataFrame:
+    """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``).
+
+    Frames of many files carry ``_ref_date`` (the partition day per row), ``_file`` and
+    ``boots_by_file``; single-file callers pass ``ref_date`` and ``boots``.
+    """
     c = pl.col
+    if "_ref_date" not in p.columns:
+        p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
+    if "_file" not in p.columns:
+        p = p.with_columns(_file=pl.lit(0, pl.Int32))
+    ref = c("_ref_date")
     zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"))
     zoned = (zoned.str.replace(",", ".", literal=True).str.replace(r"Z$", "+00:00")
              .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2"))
@@ -106,12 +114,12 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date, boots: list[dt.datetim
 
     bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
     bsd_m = _month_expr(bsd_parts.struct.field("m"))
-    bsd_ts = _from_parts(_year_for(bsd_m, ref_date), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
+    bsd_ts = _from_parts(_year_for(bsd_m, ref), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
     glog_m = c("glog").str.slice(0, 2).cast(pl.Int32, strict=False)
-    glog_ts = _from_parts(_year_for(glog_m, ref_date), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False),
+    glog_ts = _from_parts(_year_for(glog_m, ref), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False),
                           c("glog").str.slice(5))
     h_m = _month_expr(c("hmon"))
-    h_ts = _from_parts(_year_for(h_m, ref_date), h_m, c("hday"), pl.format("{}:00", c("htime")))
+    h_ts = _from_parts(_year_for(h_m, ref), h_m, c("hday"), pl.format("{}:00", c("htime")))
 
     mono = pl.coalesce(c("mono").cast(pl.Float64, strict=False),
                        c("kmsg_us").cast(pl.Float64, strict=False) / 1e6)
@@ -121,7 +129,7 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date, boots: list[dt.datetim
         _yearless=pl.coalesce(bsd_ts, glog_ts, h_ts),
         _mono=mono,
     )
-    p = p.with_columns(_boot=_boot_times(p["_mono"], boots))
+    p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
     boot_ts = c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64))
     ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
     src = (pl.when(c("_abs").is_not_null()).then(pl.lit("absolute"))
@@ -133,21 +141,23 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date, boots: list[dt.datetim
     return p.with_columns(ts=ts, ts_source=src).drop("_abs", "_naive", "_yearless", "_mono", "_boot")
 
 
-def _boot_times(mono: pl.Series, boots: list[dt.datetime] | None) -> pl.Series:
-    """Boot time for each monotonic stamp: a drop in the counter means a reboot.
+def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | None) -> pl.DataFrame:
+    """Boot time (``_boot``) of every monotonic stamp; a drop in the counter means a reboot.
 
-    The last boot segment of the file takes the last known boot, the one before it the
+    The last boot segment of a file takes the file's last known boot, the one before it the
     boot before that, and so on (a day's log ends in the boot that is running).
     """
-    n = len(mono)
-    if not boots or mono.null_count() == n:
-        return pl.Series("_boot", [None] * n, dtype=pl.Datetime("us", "UTC"))
-    boots = sorted(b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc) for b in boots)
-    filled = mono.fill_null(strategy="forward")
-    seg = (filled < filled.shift(1)).fill_null(False).cast(pl.Int32).cum_sum()
-    last = int(seg.max() or 0)
-    idx = (len(boots) - 1) - (last - seg)
-    table = pl.Series("b", boots, dtype=pl.Datetime("us", "UTC"))
-    valid = (idx >= 0) & mono.is_not_null()
-    picked = table.gather(idx.clip(0, len(boots) - 1).cast(pl.UInt32))
-    return pl.select(pl.when(valid).then(picked).otherwise(None)).to_series().alias("_boot")
+    rows = [(f, i, b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc), len(bs))
+            for f, bs in (boots_by_file or {}).items() for i, b in enumerate(sorted(bs))]
+    if not rows:
+        return p.with_columns(_boot=pl.lit(None, pl.Datetime("us", "UTC")))
+    table = pl.DataFrame(rows, schema={"_file": pl.Int32, "_bidx": pl.Int64, "_boot": pl.Datetime("us", "UTC"),
+                                       "_nboots": pl.Int64}, orient="row")
+    filled = pl.col("_mono").fill_null(strategy="forward").over("_file")
+    seg = (filled < filled.shift(1).over("_file")).fill_null(False).cast(pl.Int64).cum_sum().over("_file")
+    p = p.with_columns(_seg=seg).with_columns(_last=pl.col("_seg").max().over("_file"))
+    nb = table.group_by("_file").agg(pl.col("_nboots").first())
+    p = p.with_columns(pl.col("_file").cast(pl.Int32)).join(nb, on="_file", how="left").with_columns(
+        _bidx=pl.when(pl.col("_mono").is_not_null()).then(pl.col("_nboots") - 1 - (pl.col("_last") - pl.col("_seg"))))
+    p = p.join(table.select("_file", "_bidx", "_boot"), on=["_file", "_bidx"], how="left", maintain_order="left")
+    return p.drop("_seg", "_last", "_nboots", "_bidx")

@@ -1,0 +1,62 @@
+"""Compute every analytics table from the lake and publish them beside it (no Dagster)."""
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+from .. import lake
+from ..classify.ruleset import load_ruleset
+from .attribution import attribute_failures
+from .config import DEFAULT, AnalyticsConfig
+from .incidents import build_incidents
+from .rates import (covered_days, exposure, failure_causes, group_health, lemon_nodes, node_health,
+                    provider_comparison, rack_hotspots, scoreboard)
+
+ANALYTICS_TABLES = ("incidents", "job_failures", "node_health", "rack_health", "provider_scoreboard",
+                    "failure_causes", "provider_comparison", "lemon_nodes", "rack_hotspots")
+
+
+def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:
+    """The lake keeps a daily inventory snapshot per partition: take each node's latest."""
+    if "date" in inventory.columns:
+        inventory = inventory.sort("date").group_by("provider", "cluster", "node", maintain_order=True).last()
+    return inventory
+
+
+def compute(events: pl.DataFrame, jobs: pl.DataFrame, flight: pl.DataFrame | None, inventory: pl.DataFrame,
+            days: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> dict[str, pl.DataFrame]:
+    domains = load_ruleset().taxonomy.domains
+    inv = latest_inventory(inventory)
+    incidents = build_incidents(events, inv, cfg)
+    failures = attribute_failures(jobs, events, flight, domains, cfg)
+    nodes = node_health(exposure(inv, days), incidents, failures)
+    sb = scoreboard(nodes, failures, cfg=cfg)
+    return {
+        "incidents": incidents,
+        "job_failures": failures,
+        "node_health": nodes,
+        "rack_health": group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"]),
+        "provider_scoreboard": sb,
+        "failure_causes": failure_causes(incidents, failures),
+        "provider_comparison": pl.concat([provider_comparison(sb, "provider"), provider_comparison(sb, "cluster")]),
+        "lemon_nodes": lemon_nodes(nodes, incidents, events, cfg),
+        "rack_hotspots": rack_hotspots(nodes, incidents, cfg),
+    }
+
+
+def build_analytics(warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT) -> dict[str, int]:
+    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts."""
+    present = set(lake.tables_present(warehouse))
+
+    def table(name: str) -> pl.DataFrame | None:
+        return lake.read_table(warehouse, name) if name in present else None
+
+    events, jobs, inv, audit = (table(n) for n in ("events", "jobs", "inventory", "ingest_audit"))
+    if events is None or jobs is None or inv is None or audit is None:
+        raise FileNotFoundError(f"{warehouse}: the lake has no events/jobs/inventory yet; run `faultline run` first")
+    days = covered_days([tuple(r) for r in audit.select("provider", "cluster", "date").unique().iter_rows()])
+    out = compute(events, jobs, table("flight_recorder"), inv, days, cfg)
+    for name, df in out.items():
+        lake.write_analytics(warehouse, name, df)
+    return {name: df.height for name, df in out.items()}

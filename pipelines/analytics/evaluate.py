@@ -1,0 +1,61 @@
+"""Score a warehouse against the simulator's ``_truth/`` (``faultline evaluate``)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+from sklearn.metrics import f1_score
+
+from .. import lake
+
+HARDWARE = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "network", "host", "storage", "thermal_power")
+FLOORS = {"root_cause_macro_f1": 0.90, "unknown_share": 0.05, "culprit_top1_hw_net": 0.90,
+          "lemon_precision": 0.85, "lemon_recall": 0.80, "bad_racks_found": 1.0, "provider_rates_covered": 1.0}
+
+
+def _truth(truth: str | os.PathLike, name: str) -> pl.DataFrame:
+    return pl.read_parquet(Path(truth) / f"{name}.parquet")
+
+
+def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict:
+    root = lake.analytics_root(warehouse)
+    ours = {n: pl.read_parquet(root / f"{n}.parquet") for n in
+            ("job_failures", "lemon_nodes", "rack_hotspots", "provider_scoreboard")}
+    tj = _truth(truth_dir, "jobs").filter(pl.col("root_cause").is_not_null())
+    j = tj.select("provider", "cluster", "job_id", pl.col("root_cause").alias("true_cause"),
+                  pl.col("culprit_node").alias("true_node")).join(
+        ours["job_failures"].select("provider", "cluster", "job_id", "root_cause", "culprit_node"),
+        on=["provider", "cluster", "job_id"], how="left").with_columns(pl.col("root_cause").fill_null("missing"))
+    labels = sorted(set(j["true_cause"].to_list()))
+    f1 = float(f1_score(j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average="macro",
+                        zero_division=0)) if j.height else float("nan")
+    per_class = {lab: float(v) for lab, v in zip(labels, f1_score(
+        j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average=None, zero_division=0))}
+    hw = j.filter(pl.col("true_cause").is_in(HARDWARE) & pl.col("true_node").is_not_null())
+    culprit = float((hw["culprit_node"] == hw["true_node"]).fill_null(False).mean()) if hw.height else float("nan")
+
+    tl = set(_truth(truth_dir, "lemons").select(pl.concat_str("provider", "cluster", "node", separator="/")).to_series())
+    ol = set(ours["lemon_nodes"].select(pl.concat_str("provider", "cluster", "node", separator="/")).to_series())
+    precision = len(tl & ol) / len(ol) if ol else (1.0 if not tl else 0.0)
+    recall = len(tl & ol) / len(tl) if tl else 1.0
+
+    tr = set(_truth(truth_dir, "bad_racks").select(pl.concat_str("provider", "cluster", "rack", separator="/")).to_series())
+    orr = set(ours["rack_hotspots"].select(pl.concat_str("provider", "cluster", "rack", separator="/")).to_series())
+    racks = len(tr & orr) / len(tr) if tr else 1.0
+
+    rates = _truth(truth_dir, "rates").filter(pl.col("level") == "provider").select("provider", pl.col("rate_per_1k").alias("true_rate"))
+    sb = ours["provider_scoreboard"].filter(pl.col("level") == "provider").select("provider", "rate_per_1k", "ci_low", "ci_high")
+    pr = rates.join(sb, on="provider", how="left").with_columns(
+        covered=(pl.col("true_rate") >= pl.col("ci_low")) & (pl.col("true_rate") <= pl.col("ci_high")))
+    unknown = float((j["root_cause"] == "unknown").mean()) if j.height else 0.0
+    figures = {
+        "failed_jobs": j.height, "root_cause_macro_f1": round(f1, 4), "unknown_share": round(unknown, 4),
+        "culprit_top1_hw_net": round(culprit, 4), "hw_net_jobs": hw.height,
+        "lemon_precision": round(precision, 4), "lemon_recall": round(recall, 4), "lemons_true": len(tl), "lemons_found": len(ol),
+        "bad_racks_found": round(racks, 4), "bad_racks_true": len(tr),
+        "provider_rates_covered": round(float(pr["covered"].fill_null(False).mean()), 4) if pr.height else float("nan"),
+    }
+    passed = {k: (figures[k] <= v if k == "unknown_share" else figures[k] >= v) for k, v in FLOORS.items()}
+    confusion = j.group_by("true_cause", "root_cause").len().sort("true_cause", "len", descending=[False, True])
+    return {"figures": figures, "passed": passed, "per_class_f1": per_class, "provider_rates": pr, "confusion": confusion}

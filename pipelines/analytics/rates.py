@@ -1,0 +1,208 @@
+"""Exposure and failure rates per node, rack, cluster and provider, with exact intervals."""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+import numpy as np
+import polars as pl
+
+from .config import DEFAULT, AnalyticsConfig
+from .stats import bh_reject, node_days_to_separate, poisson_ci, poisson_excess_p, rate_ratio_ci
+
+PER = 1000.0   # rates are failures per 1,000 node-days
+
+
+def exposure(inventory: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
+    """Node-days per node: the covered days of its cluster inside its service window.
+
+    ``days``: (provider, cluster, date) for every day the landing folder holds.
+    """
+    inv = inventory
+    for col in ("in_service_from", "in_service_to"):
+        if col not in inv.columns:
+            inv = inv.with_columns(pl.lit(None, pl.Date).alias(col))
+        else:
+            inv = inv.with_columns(pl.col(col).cast(pl.Date, strict=False))
+    j = inv.join(days, on=["provider", "cluster"], how="inner").filter(
+        (pl.col("in_service_from").is_null() | (pl.col("date") >= pl.col("in_service_from")))
+        & (pl.col("in_service_to").is_null() | (pl.col("date") <= pl.col("in_service_to"))))
+    return j.group_by("provider", "cluster", "rack", "node").agg(
+        pl.len().cast(pl.Float64).alias("node_days"), pl.col("gpus").first().cast(pl.Int64),
+        pl.col("date").min().alias("first_day"), pl.col("date").max().alias("last_day"))
+
+
+def _with_ci(df: pl.DataFrame, k: str = "incidents", e: str = "node_days") -> pl.DataFrame:
+    lo, hi = poisson_ci(df[k].to_numpy(), df[e].to_numpy())
+    return df.with_columns(
+        rate_per_1k=(pl.col(k) / pl.col(e) * PER),
+        ci_low=pl.Series(lo * PER), ci_high=pl.Series(hi * PER))
+
+
+def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame) -> pl.DataFrame:
+    """Per node: independent serious incidents (those shared by a rack are the rack's, see
+    ``rack_hotspots``), failed jobs it caused, GPU-hours lost, rate with exact interval."""
+    inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
+    per_node = inc.group_by("provider", "cluster", "node").agg(
+        pl.len().alias("incidents"), pl.col("category").mode().first().alias("top_category"),
+        pl.col("first_ts").max().alias("last_incident"))
+    hits = failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"])).group_by(
+        "provider", "cluster", pl.col("culprit_node").alias("node")).agg(
+        pl.len().alias("failed_jobs"), pl.col("gpu_hours_lost").sum())
+    df = (expo.join(per_node, on=["provider", "cluster", "node"], how="left")
+          .join(hits, on=["provider", "cluster", "node"], how="left")
+          .with_columns(pl.col("incidents").fill_null(0).cast(pl.Int64), pl.col("failed_jobs").fill_null(0).cast(pl.Int64),
+                        pl.col("gpu_hours_lost").fill_null(0.0)))
+    return _with_ci(df).sort("provider", "cluster", "node")
+
+
+def group_health(nodes: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    g = nodes.group_by(keys).agg(
+        pl.col("node_days").sum(), pl.col("incidents").sum(), pl.col("failed_jobs").sum(),
+        pl.col("gpu_hours_lost").sum(), pl.len().alias("n_nodes"),
+        (pl.col("node_days") * pl.col("gpus") * 24).sum().alias("gpu_hours"))
+    return _with_ci(g).sort(keys)
+
+
+def scoreboard(nodes: pl.DataFrame, failures: pl.DataFrame, job_gpus: int = 1024, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """Provider and cluster rows: rates, intervals, GPU-hours lost, projected MTTF."""
+    rows = []
+    for level, keys in (("provider", ["provider"]), ("cluster", ["provider", "cluster"])):
+        g = group_health(nodes, keys)
+        f = failures.group_by(keys).agg(
+            pl.len().alias("failed_jobs_all"),
+            (pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_failed_jobs"),
+            pl.col("gpu_hours_lost").filter(pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_gpu_hours_lost"))
+        g = g.drop("failed_jobs").join(f, on=keys, how="left").with_columns(level=pl.lit(level))
+        if level == "provider":
+            g = g.with_columns(cluster=pl.lit(None, pl.String))
+        rows.append(g)
+    sb = pl.concat(rows, how="diagonal_relaxed")
+    nodes_per_job = job_gpus / cfg.gpus_per_node
+    per_hour = pl.col("rate_per_1k") / PER / 24.0
+    return sb.with_columns(
+        pl.col("failed_jobs_all").fill_null(0), pl.col("infra_failed_jobs").fill_null(0),
+        pl.col("infra_gpu_hours_lost").fill_null(0.0),
+        infra_gpu_hours_lost_per_1k_gpu_hours=pl.col("infra_gpu_hours_lost").fill_null(0.0) / pl.col("gpu_hours") * 1000,
+        mttf_hours_1024_gpus=pl.when(per_hour > 0).then(1.0 / (per_hour * nodes_per_job)),
+    ).select("level", "provider", "cluster", "n_nodes", "node_days", "gpu_hours", "incidents", "rate_per_1k", "ci_low",
+             "ci_high", "failed_jobs_all", "infra_failed_jobs", "infra_gpu_hours_lost",
+             "infra_gpu_hours_lost_per_1k_gpu_hours", "mttf_hours_1024_gpus").sort("level", "provider", "cluster", nulls_last=False)
+
+
+def failure_causes(incidents: pl.DataFrame, failures: pl.DataFrame) -> pl.DataFrame:
+    """Share of job failures by root cause per provider (like Llama 3's interruption table)."""
+    f = failures.group_by("provider", "root_cause", "domain").agg(
+        pl.len().alias("failed_jobs"), pl.col("gpu_hours_lost").sum())
+    return f.with_columns(
+        share=pl.col("failed_jobs") / pl.col("failed_jobs").sum().over("provider"),
+        gpu_hours_share=pl.col("gpu_hours_lost") / pl.col("gpu_hours_lost").sum().over("provider"),
+    ).sort("provider", "failed_jobs", descending=[False, True])
+
+
+def provider_comparison(sb: pl.DataFrame, level: str = "provider", conf: float = 0.95) -> pl.DataFrame:
+    """Pairwise rate ratios with exact intervals, and whether the data can tell them apart."""
+    rows = sb.filter(pl.col("level") == level).to_dicts()
+    out = []
+    for a, b in itertools.combinations(rows, 2):
+        name_a = a["provider"] if level == "provider" else f"{a['provider']}/{a['cluster']}"
+        name_b = b["provider"] if level == "provider" else f"{b['provider']}/{b['cluster']}"
+        ratio, lo, hi = rate_ratio_ci(a["incidents"], a["node_days"], b["incidents"], b["node_days"], conf)
+        ra, rb = a["incidents"] / max(a["node_days"], 1e-9), b["incidents"] / max(b["node_days"], 1e-9)
+        need = node_days_to_separate(ra, rb)
+        distinct = bool(np.isfinite(lo) and (lo > 1 or hi < 1))
+        have = min(a["node_days"], b["node_days"])
+        more = 0.0 if distinct else max(need - have, 0.0)
+        verdict = (f"{name_a} fails {ratio:.2f}x as often as {name_b} (95% CI {lo:.2f}-{hi:.2f}): a real difference"
+                   if distinct else
+                   f"cannot tell {name_a} and {name_b} apart yet (ratio {ratio:.2f}, 95% CI {lo:.2f}-{hi:.2f}); "
+                   f"about {more:,.0f} more node-days each would be needed" if np.isfinite(more) else
+                   f"cannot tell {name_a} and {name_b} apart: rates look equal")
+        out.append({"level": level, "a": name_a, "b": name_b, "rate_a_per_1k": ra * PER, "rate_b_per_1k": rb * PER,
+                    "ratio": ratio, "ci_low": lo, "ci_high": hi, "distinguishable": distinct,
+                    "more_node_days_needed": more if np.isfinite(more) else None, "statement": verdict})
+    schema = {"level": pl.String, "a": pl.String, "b": pl.String, "rate_a_per_1k": pl.Float64, "rate_b_per_1k": pl.Float64,
+              "ratio": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "distinguishable": pl.Boolean,
+              "more_node_days_needed": pl.Float64, "statement": pl.String}
+    return pl.DataFrame(out, schema=schema)
+
+
+def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFrame,
+                cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """Nodes failing more than their cluster (leave-one-out baseline), BH-corrected, or with
+    repeated user-looking Xids on one GPU across jobs (hardware that users get blamed for)."""
+    c = nodes.with_columns(
+        _k=pl.col("incidents").sum().over("provider", "cluster") - pl.col("incidents"),
+        _e=pl.col("node_days").sum().over("provider", "cluster") - pl.col("node_days"))
+    base = (c["_k"].to_numpy() + 0.5) / np.maximum(c["_e"].to_numpy(), 1e-9)
+    expected = base * c["node_days"].to_numpy()
+    p = poisson_excess_p(c["incidents"].to_numpy(), expected)
+    rej = bh_reject(p, cfg.fdr) & (c["incidents"].to_numpy() >= cfg.lemon_min_incidents)
+    c = c.with_columns(expected=pl.Series(expected), p_value=pl.Series(p), _stat=pl.Series(rej))
+    rep = _repeat_user_xids(events, cfg)
+    c = c.join(rep, on=["provider", "cluster", "node"], how="left").with_columns(
+        pl.col("repeat_gpu").is_not_null().alias("_rep"))
+    lem = c.filter(pl.col("_stat") | pl.col("_rep")).with_columns(
+        reason=pl.concat_str([
+            pl.when(pl.col("_stat")).then(pl.format("{} incidents in {} node-days vs {} expected (p={})",
+                                                     "incidents", pl.col("node_days").round(1), pl.col("expected").round(2),
+                                                     pl.col("p_value").round_sig_figs(2))),
+            pl.when(pl.col("_rep")).then(pl.format("GPU {} raised Xid {} in {} different jobs",
+                                                    "repeat_gpu", "repeat_xids", "repeat_jobs")),
+        ], separator="; ", ignore_nulls=True),
+        action=pl.lit("drain_node"),
+        evidence_kind=pl.when(pl.col("_stat") & pl.col("_rep")).then(pl.lit("rate+repeat_signature"))
+        .when(pl.col("_stat")).then(pl.lit("rate")).otherwise(pl.lit("repeat_signature")),
+    )
+    return lem.select("provider", "cluster", "rack", "node", "node_days", "incidents", "expected", "p_value",
+                      "top_category", "failed_jobs", "gpu_hours_lost", "evidence_kind", "reason", "action").sort("p_value")
+
+
+def _repeat_user_xids(events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
+    x = events.filter(pl.col("xid").is_in([13, 31]) & pl.col("gpu_pci").is_not_null() & pl.col("node").is_not_null())
+    if x.is_empty():
+        return pl.DataFrame(schema={"provider": pl.String, "cluster": pl.String, "node": pl.String, "repeat_gpu": pl.String,
+                                    "repeat_xids": pl.String, "repeat_jobs": pl.UInt32})
+    # distinct "jobs": Xid bursts at least an hour apart stand for different jobs on the GPU
+    x = x.sort("ts").with_columns(_h=pl.col("ts").dt.truncate("1h"))
+    g = x.group_by("provider", "cluster", "node", "gpu_pci").agg(
+        pl.col("_h").n_unique().alias("repeat_jobs"),
+        pl.col("xid").unique().sort().cast(pl.String).str.join("/").alias("repeat_xids"))
+    g = g.filter(pl.col("repeat_jobs") >= cfg.repeat_user_xid_jobs).sort("repeat_jobs", descending=True)
+    return g.group_by("provider", "cluster", "node").agg(
+        pl.col("gpu_pci").first().alias("repeat_gpu"), pl.col("repeat_xids").first(), pl.col("repeat_jobs").first())
+
+
+def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """Racks failing more than their cluster, or with correlated multi-node incidents."""
+    racks = group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"])
+    racks = racks.with_columns(
+        _k=pl.col("incidents").sum().over("provider", "cluster") - pl.col("incidents"),
+        _e=pl.col("node_days").sum().over("provider", "cluster") - pl.col("node_days"))
+    expected = (racks["_k"].to_numpy() + 0.5) / np.maximum(racks["_e"].to_numpy(), 1e-9) * racks["node_days"].to_numpy()
+    p = poisson_excess_p(racks["incidents"].to_numpy(), expected)
+    rej = bh_reject(p, cfg.fdr) & (racks["incidents"].to_numpy() >= cfg.rack_min_incidents)
+    corr = incidents.filter(pl.col("rack_incident_id").is_not_null()).group_by("provider", "cluster", "rack").agg(
+        pl.col("rack_incident_id").n_unique().alias("correlated_incidents"),
+        pl.col("category").mode().first().alias("correlated_category"),
+        pl.col("rack_nodes").max().alias("max_nodes_together"))
+    racks = racks.with_columns(expected=pl.Series(expected), p_value=pl.Series(p), _stat=pl.Series(rej)).join(
+        corr, on=["provider", "cluster", "rack"], how="left").with_columns(pl.col("correlated_incidents").fill_null(0))
+    hot = racks.filter(pl.col("_stat") | (pl.col("correlated_incidents") > 0))
+    return hot.with_columns(
+        reason=pl.concat_str([
+            pl.when(pl.col("_stat")).then(pl.format("{} incidents in {} node-days vs {} expected (p={})", "incidents",
+                                                     pl.col("node_days").round(1), pl.col("expected").round(2),
+                                                     pl.col("p_value").round_sig_figs(2))),
+            pl.when(pl.col("correlated_incidents") > 0).then(pl.format(
+                "{} times {} nodes or more failed together ({})", "correlated_incidents", "max_nodes_together",
+                "correlated_category")),
+        ], separator="; ", ignore_nulls=True),
+        action=pl.when(pl.col("correlated_category") == "network").then(pl.lit("check_network"))
+        .otherwise(pl.lit("contact_provider")),
+    ).select("provider", "cluster", "rack", "n_nodes", "node_days", "incidents", "expected", "p_value",
+             "correlated_incidents", "correlated_category", "max_nodes_together", "reason", "action").sort("p_value")
+
+
+def covered_days(partitions: list[tuple[str, str, dt.date]]) -> pl.DataFrame:
+    return pl.DataFrame(partitions, schema={"provider": pl.String, "cluster": pl.String, "date": pl.Date}, orient="row").unique()

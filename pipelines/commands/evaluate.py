@@ -1,0 +1,42 @@
+"""``faultline evaluate``: score a warehouse against a simulator's ``_truth/``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.option("--truth", type=click.Path(path_type=Path, exists=True, file_okay=False), required=True,
+              help="The _truth/ folder the simulator wrote beside the landing folder.")
+@click.option("--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--strict", is_flag=True, help="Exit 1 when a figure misses its floor.")
+def evaluate(truth, warehouse, as_json, strict):
+    """Root-cause macro-F1, unknown share, culprit accuracy, lemon precision/recall, bad racks
+    found and provider rates covered by their intervals, each against its floor."""
+    from ..analytics.evaluate import FLOORS
+    from ..analytics.evaluate import evaluate as score
+
+    try:
+        res = score(truth, warehouse)
+    except FileNotFoundError as exc:
+        raise click.ClickException(f"{exc}; run `faultline run` on the simulated landing folder first") from exc
+    fig, ok = res["figures"], res["passed"]
+    if as_json:
+        click.echo(json.dumps({"figures": fig, "passed": ok, "per_class_f1": res["per_class_f1"]}, indent=1))
+    else:
+        for k, v in fig.items():
+            floor = FLOORS.get(k)
+            mark = "" if floor is None else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
+            click.echo(f"{k:28} {v}{mark}")
+        click.echo("\nper-category F1: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["per_class_f1"].items())))
+        rates = res["provider_rates"]
+        for r in rates.iter_rows(named=True):
+            click.echo(f"  {r['provider']:12} true {r['true_rate']:8.2f}  measured {r['rate_per_1k'] or 0:8.2f} "
+                       f"[{r['ci_low'] or 0:.2f}, {r['ci_high'] or 0:.2f}] per 1,000 node-days  "
+                       f"{'covered' if r['covered'] else 'NOT covered'}")
+    if strict and not all(ok.values()):
+        raise SystemExit(1)

@@ -1,0 +1,1 @@
+"""Dagster definitions, one small module per kind (see ``faultline.definitions``)."""

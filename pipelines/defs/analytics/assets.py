@@ -1,0 +1,23 @@
+"""Analytics over the whole history: incidents, job-failure attribution, rates, lemons."""
+
+import dagster as dg
+
+from ...analytics.build import build_analytics
+from ..resources import LakeResource
+from ..warehouse.assets import POOL
+
+
+@dg.asset(kinds={"polars", "parquet"}, group_name="out", pool=POOL,
+          deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"])
+def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """Recompute the analytics tables from the whole lake and publish their views.
+
+    Not partitioned: attribution windows, rates and lemon tests span days and clusters.
+    The nightly_analytics schedule runs it after the night's partitions."""
+    counts = build_analytics(lake.warehouse)
+    report = lake.build_warehouse()
+    context.log.info(f"analytics: {counts}")
+    return dg.MaterializeResult(metadata={
+        **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
+        "views": dg.MetadataValue.json(report.views),
+    })

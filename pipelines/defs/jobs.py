@@ -1,0 +1,23 @@
+"""The ingest job: everything that turns one landing partition into lake tables and views."""
+import dagster as dg
+
+from .ingest.assets import core_events, core_inventory, core_jobs, raw_landing
+from .ingest.checks import lake_fresh, lines_balanced, schema_checks
+from .warehouse.assets import out_warehouse
+
+INGEST_ASSETS = [raw_landing, core_events, core_jobs, core_inventory, out_warehouse]
+INGEST_CHECKS = [lines_balanced, *schema_checks, lake_fresh]
+
+ingest_job = dg.define_asset_job(
+    "ingest_job",
+    selection=dg.AssetSelection.assets(*INGEST_ASSETS),
+    description="Ingest one landing partition (date x cluster) and refresh the DuckDB views.",
+)
+
+from .analytics.assets import out_analytics  # noqa: E402
+
+analytics_job = dg.define_asset_job(
+    "analytics_job",
+    selection=dg.AssetSelection.assets(out_analytics),
+    description="Recompute incidents, job-failure attribution, rates and lemons over the whole lake.",
+)

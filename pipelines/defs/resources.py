@@ -1,0 +1,70 @@
+"""Where the landing folder and the warehouse are (env ``FAULTLINE_LANDING``,
+``FAULTLINE_WAREHOUSE``; else ``./landing`` and ``./warehouse``)."""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from .. import lake, landing, warehouse
+from ..classify.ruleset import load_ruleset
+from ..ingest.partition import PartitionTables, ingest_partition
+from ..landing import Discovery, Partition
+
+
+class LandingResource(dg.ConfigurableResource):
+    """The landing folder (read only) and the rule data used to read it."""
+
+    path: str
+    models_dir: str | None = None      # rule data in the faultline.models layout; None: shipped
+
+    def root(self) -> Path:
+        return Path(self.path).resolve()
+
+    def discover(self) -> Discovery:
+        return landing.discover(self.path)
+
+    def fingerprint(self, part: Partition) -> dict[str, list[int]]:
+        return landing.fingerprint(self.path, part)
+
+    def ingest(self, part: Partition) -> PartitionTables:
+        return ingest_partition(self.path, part.provider, part.cluster, part.date,
+                                rs=load_ruleset(self.models_dir))
+
+    def inventory(self) -> pl.DataFrame:
+        return landing.read_inventory(self.path)
+
+
+class LakeResource(dg.ConfigurableResource):
+    """The warehouse folder: Parquet lake plus the DuckDB view file."""
+
+    warehouse: str
+
+    def write(self, table: str, df: pl.DataFrame, part: Partition) -> Path:
+        return lake.write_partition(self.warehouse, table, df, part.provider, part.cluster, part.date)
+
+    def read(self, table: str, part: Partition) -> pl.DataFrame:
+        return lake.read_partition(self.warehouse, table, part.provider, part.cluster, part.date)
+
+    def data_file(self, table: str, part: Partition) -> Path:
+        return lake.partition_dir(self.warehouse, table, part.provider, part.cluster, part.date) / lake.DATA_FILE
+
+    def file_schema(self, table: str, part: Partition) -> pl.Schema | None:
+        return lake.file_schema(self.warehouse, table, part.provider, part.cluster, part.date)
+
+    def build_warehouse(self) -> warehouse.BuildReport:
+        return warehouse.build(self.warehouse)
+
+
+def from_env() -> dict[str, dg.ConfigurableResource]:
+    return {
+        "landing": LandingResource(path=os.environ.get("FAULTLINE_LANDING", "./landing"),
+                                   models_dir=os.environ.get("FAULTLINE_MODELS") or None),
+        "lake": LakeResource(warehouse=os.environ.get("FAULTLINE_WAREHOUSE", "./warehouse")),
+    }
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(resources=from_env())

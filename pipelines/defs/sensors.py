@@ -1,0 +1,56 @@
+"""Run the partitions whose landing files appeared or changed since the last tick.
+
+Cursor: JSON ``{partition relpath: fingerprint}``; a fingerprint is a digest of the
+partition's ``{file relpath: [size, mtime_ns]}``, so the cursor stays small. A change of
+``inventory.csv`` reruns the latest day of every cluster (its inventory snapshot).
+"""
+
+import hashlib
+import json
+
+import dagster as dg
+
+from ..landing import Partition
+from .jobs import ingest_job
+from .partitions import clusters, dates, partition_key
+from .resources import LandingResource
+
+INVENTORY = "inventory.csv"
+
+
+def digest(files: dict[str, list[int]]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def changed_partitions(landing: LandingResource, cursor: dict[str, str]) -> tuple[list[Partition], dict[str, str]]:
+    """Partitions to run and the new cursor."""
+    found = landing.discover().partitions
+    now = {p.relpath: digest(landing.fingerprint(p)) for p in found}
+    inv = landing.root() / INVENTORY
+    if inv.is_file():
+        st = inv.stat()
+        now[INVENTORY] = digest({INVENTORY: [st.st_size, st.st_mtime_ns]})
+    todo = {p for p in found if cursor.get(p.relpath) != now[p.relpath]}
+    if INVENTORY in cursor and cursor.get(INVENTORY) != now.get(INVENTORY):
+        latest: dict[tuple[str, str], Partition] = {}
+        for p in found:
+            latest[(p.provider, p.cluster)] = max(p, latest.get((p.provider, p.cluster), p))
+        todo |= set(latest.values())
+    return sorted(todo), now
+
+
+@dg.sensor(job=ingest_job, minimum_interval_seconds=120)
+def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource) -> dg.SensorResult:
+    todo, now = changed_partitions(landing, json.loads(context.cursor) if context.cursor else {})
+    known_dates = set(context.instance.get_dynamic_partitions(dates.name))
+    known_clusters = set(context.instance.get_dynamic_partitions(clusters.name))
+    new_dates = sorted({p.date for p in todo} - known_dates)
+    new_clusters = sorted({p.cluster_key for p in todo} - known_clusters)
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=partition_key(p), run_key=f"{p.relpath}@{now[p.relpath]}")
+                      for p in todo],
+        dynamic_partitions_requests=[r for r in (dates.build_add_request(new_dates) if new_dates else None,
+                                                 clusters.build_add_request(new_clusters) if new_clusters else None)
+                                     if r is not None],
+        cursor=json.dumps(now, sort_keys=True),
+    )

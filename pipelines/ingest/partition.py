@@ -1,0 +1,230 @@
+"""Ingest one landing partition (provider/cluster/day) into its tables: plain Python.
+
+Every file of the partition ends up in ``audit`` (one row each, balanced: lines read =
+event lines + benign + quarantined); every line or file that could not be used ends up in
+``quarantine`` with a reason. Nothing here knows about Dagster.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ..classify.ruleset import RuleSet, load_ruleset
+from ..flight_recorder import (MAX_DUMP_BYTES, FlightRecorderError, FlightRecorderRefused, load_dump,
+                               rank_from_filename, summarize_dumps, suspect_rank)
+from ..landing import Partition, PartitionFiles, partition_files
+from ..schema import AUDIT, EVENTS, QUARANTINE
+from ..slurm.sacct import parse_sacct
+from ..tables import FLIGHT, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
+from .parse import ParseResult, SourceContext, file_checksum, parse_files
+
+
+@dataclass
+class PartitionTables:
+    kernel_events: pl.DataFrame     # kernel logs
+    job_events: pl.DataFrame        # job output and the Slurm controller log
+    jobs: pl.DataFrame              # sacct allocations (RAW_JOBS)
+    steps: pl.DataFrame
+    flight: pl.DataFrame            # one flight-recorder summary row per rank
+    quarantine: pl.DataFrame
+    audit: pl.DataFrame
+
+    @property
+    def events(self) -> pl.DataFrame:
+        return finish(pl.concat([self.kernel_events, self.job_events]), "events")
+
+
+def finish(df: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Conform to the lake schema of ``table`` and sort into its canonical order."""
+    df = conform(df, TABLES[table], name=table)
+    return df.sort(SORT_KEYS[table], nulls_last=False, maintain_order=True)
+
+
+def _part_cols(df: pl.DataFrame, part: Partition) -> pl.DataFrame:
+    return df.with_columns(provider=pl.lit(part.provider), cluster=pl.lit(part.cluster),
+                           date=pl.lit(dt.date.fromisoformat(part.date)))
+
+
+class _Acc:
+    """Collects the rows of one partition as its files are read."""
+
+    def __init__(self, pf: PartitionFiles):
+        self.pf = pf
+        self.audit: list[dict] = []
+        self.quarantine: list[pl.DataFrame] = []
+
+    def quarantine_file(self, path: Path, reason: str, detail: str) -> None:
+        self.quarantine.append(pl.DataFrame(
+            {"source": [self.pf.rel(path)], "line_no": [None], "reason": [reason], "detail": [detail],
+             "preview": [""]}, schema=QUARANTINE))
+
+    def add_audit(self, path: Path, kind: str, *, lines: int = 0, events: int = 0, event_lines: int = 0,
+                  benign: int = 0, quarantined: int = 0, bytes_read: int | None = None,
+                  fmt: str | None = None, message: str | None = None) -> None:
+        size = path.stat().st_size
+        self.audit.append({
+            "source": self.pf.rel(path), "kind": kind, "bytes": size,
+            "bytes_read": size if bytes_read is None else bytes_read, "checksum": file_checksum(path),
+            "lines_read": lines, "events": events, "event_lines": event_lines, "benign": benign,
+            "quarantined": quarantined, "format": fmt, "message": message,
+        })
+
+    def add_parse(self, path: Path, kind: str, res: ParseResult) -> None:
+        self.quarantine.append(res.quarantine)
+        self.add_audit(path, kind, lines=res.lines_read, events=res.events.height, event_lines=res.event_lines,
+                       benign=res.benign, quarantined=res.quarantined, bytes_read=res.bytes_read,
+                       fmt=res.format, message=res.message)
+
+
+def _read_boots(path: Path, acc: _Acc) -> list[dt.datetime]:
+    """Boot times (ISO-8601, UTC when no zone) of a ``.boot`` file; bad lines quarantined."""
+    boots, bad = [], []
+    text = path.read_bytes().decode("utf-8", "replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s:
+            continue
+        try:
+            t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            bad.append({"source": acc.pf.rel(path), "line_no": i, "reason": "bad_boot_time",
+                        "detail": "not an ISO-8601 time", "preview": s[:512]})
+            continue
+        boots.append(t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc))
+    if bad:
+        acc.quarantine.append(pl.DataFrame(bad, schema=QUARANTINE))
+    acc.add_audit(path, "boot", lines=len(lines), benign=len(lines) - len(bad), quarantined=len(bad))
+    return boots
+
+
+def _sacct(path: Path, acc: _Acc) -> tuple[pl.DataFrame, pl.DataFrame]:
+    res = parse_sacct(path.read_bytes(), source=acc.pf.rel(path))
+    if res.quarantine.height:
+        acc.quarantine.append(res.quarantine.select(
+            "source", "line_no", pl.lit("sacct_bad_row").alias("reason"), pl.col("reason").alias("detail"),
+            pl.col("raw").alias("preview")))
+    a = res.accounted
+    rows = a["jobs"] + a["steps"]
+    acc.add_audit(path, "sacct", lines=res.lines_read, events=rows, event_lines=rows,
+                  benign=a["header"] + a["blank"], quarantined=a["quarantined"], fmt="sacct_pipe",
+                  message=res.error)
+    return res.jobs, res.steps
+
+
+def _flight(files: list[tuple[str, Path]], acc: _Acc) -> pl.DataFrame:
+    """Summaries of the readable dumps, per job; refused or broken dumps quarantined."""
+    by_job: dict[str, dict[int, tuple[dict, str]]] = {}
+    for job_id, path in files:
+        reason = detail = None
+        size = path.stat().st_size
+        if size > MAX_DUMP_BYTES:
+            reason, detail = "flight_recorder_too_large", f"{size:,} bytes, over the {MAX_DUMP_BYTES:,}-byte limit"
+        else:
+            try:
+                dump = load_dump(path.read_bytes())
+                rank = dump.get("rank")
+                rank = int(rank) if isinstance(rank, int) and not isinstance(rank, bool) else rank_from_filename(path.name)
+                if rank is None:
+                    reason, detail = "flight_recorder_no_rank", "the dump names no rank and neither does its file name"
+                elif rank in by_job.get(job_id, {}):
+                    reason, detail = "flight_recorder_duplicate_rank", f"rank {rank} already read from another file"
+            except FlightRecorderRefused as exc:
+                reason, detail = "flight_recorder_refused", str(exc)
+            except FlightRecorderError as exc:
+                reason, detail = "flight_recorder_invalid", str(exc)
+        if reason:
+            acc.quarantine_file(path, reason, detail)
+            acc.add_audit(path, "flight_recorder", lines=1, quarantined=1, message=detail[:200])
+            continue
+        by_job.setdefault(job_id, {})[rank] = (dump, acc.pf.rel(path))
+        acc.add_audit(path, "flight_recorder", lines=1, events=1, event_lines=1, fmt="json")
+    frames = []
+    for job_id, ranks in sorted(by_job.items()):
+        dumps = {r: d for r, (d, _) in ranks.items()}
+        suspect, why = suspect_rank(dumps)
+        sources = pl.DataFrame({"rank": list(ranks), "source": [s for _, s in ranks.values()]},
+                               schema={"rank": pl.Int64, "source": pl.String})
+        frames.append(summarize_dumps(dumps).join(sources, on="rank", how="left").with_columns(
+            job_id=pl.lit(job_id), suspect_rank=pl.lit(suspect, pl.Int64), suspect_reason=pl.lit(why)))
+    return pl.concat(frames) if frames else pl.DataFrame(schema={c: FLIGHT[c] for c in FLIGHT if c not in
+                                                                ("provider", "cluster", "date")})
+
+
+def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, date: str | dt.date,
+                     rs: RuleSet | None = None) -> PartitionTables:
+    """Parse every file of ``landing/provider/cluster/date`` (see the module docstring)."""
+    part = Partition(provider, cluster, date.isoformat() if isinstance(date, dt.date) else date)
+    ref_date = dt.date.fromisoformat(part.date)
+    rs = rs or load_ruleset()
+    pf = partition_files(landing, part)
+    acc = _Acc(pf)
+    for problem in pf.problems:
+        acc.quarantine.append(pl.DataFrame(
+            {"source": [problem.path], "line_no": [None], "reason": [f"refused_{problem.reason}"],
+             "detail": ["not read: symlinks and paths outside the landing folder are never followed"],
+             "preview": [""]}, schema=QUARANTINE))
+
+    def ctx(path: Path, kind: str, **kw) -> SourceContext:
+        return SourceContext(source=pf.rel(path), kind=kind, ref_date=ref_date, provider=provider,
+                             cluster=cluster, **kw)
+
+    boots = {p: _read_boots(p, acc) for p in pf.boots}
+    # every log of the partition is read first, then all their candidate lines are parsed
+    # in one batch (per-file overhead would dominate a night of thousands of small files)
+    items = [(k.path, "kernel", ctx(k.path, "kernel", node=k.node, boots=boots.get(k.boot) or None)) for k in pf.kernel]
+    items += [(path, "job", ctx(path, "job", job_id=job_id)) for job_id, path in pf.job_logs]
+    if pf.slurmctld is not None:
+        items.append((pf.slurmctld, "slurmctld", ctx(pf.slurmctld, "slurmctld")))
+    results = parse_files([(path, c) for path, _kind, c in items], rs)
+    kernel, job = [], []
+    for (path, kind, _c), res in zip(items, results):
+        acc.add_parse(path, kind, res)
+        (kernel if kind == "kernel" else job).append(res.events)
+    jobs, steps = (_sacct(pf.sacct, acc) if pf.sacct is not None
+                   else (pl.DataFrame(schema=RAW_JOBS).drop("provider", "cluster", "date"),
+                         pl.DataFrame(schema=STEPS).drop("provider", "cluster", "date")))
+    flight = _flight(pf.flight, acc)
+    for path in pf.other:
+        acc.quarantine_file(path, "unexpected_file", "not part of the landing layout; not read")
+        acc.add_audit(path, "other", message="not part of the landing layout")
+
+    def events(frames: list[pl.DataFrame]) -> pl.DataFrame:
+        return pl.concat(frames) if frames else pl.DataFrame(schema=EVENTS)
+
+    audit = pl.DataFrame(acc.audit, schema=AUDIT) if acc.audit else pl.DataFrame(schema=AUDIT)
+    quarantine = pl.concat(acc.quarantine) if acc.quarantine else pl.DataFrame(schema=QUARANTINE)
+    return PartitionTables(
+        kernel_events=finish(_part_cols(events(kernel), part), "raw_kernel_events"),
+        job_events=finish(_part_cols(events(job), part), "raw_job_events"),
+        jobs=finish(_part_cols(jobs, part), "raw_slurm_jobs"),
+        steps=finish(_part_cols(steps, part), "steps"),
+        flight=finish(_part_cols(flight, part), "flight_recorder"),
+        quarantine=finish(_part_cols(quarantine, part), "quarantine"),
+        audit=finish(_part_cols(audit, part), "ingest_audit"),
+    )
+
+
+def core_events(kernel_events: pl.DataFrame, job_events: pl.DataFrame) -> pl.DataFrame:
+    """All events of a partition, one row per ``event_id``, in time order."""
+    both = pl.concat([kernel_events, job_events])
+    return finish(both.unique("event_id", keep="first", maintain_order=True), "events")
+
+
+def core_jobs(raw_jobs: pl.DataFrame, steps: pl.DataFrame, flight: pl.DataFrame) -> pl.DataFrame:
+    """sacct allocations with their step counts and the flight recorder's suspect rank."""
+    step_stats = steps.group_by("job_id").agg(
+        n_steps=pl.len().cast(pl.Int64),
+        failed_steps=(pl.col("state").fill_null("") != "COMPLETED").sum().cast(pl.Int64))
+    fr = flight.group_by("job_id").agg(
+        fr_ranks=pl.len().cast(pl.Int64), fr_suspect_rank=pl.col("suspect_rank").first(),
+        fr_suspect_reason=pl.col("suspect_reason").first())
+    jobs = raw_jobs.join(step_stats, on="job_id", how="left").join(fr, on="job_id", how="left")
+    jobs = jobs.with_columns(pl.col("n_steps", "failed_steps", "fr_ranks").fill_null(0))
+    return finish(jobs, "jobs")

@@ -1,0 +1,257 @@
+"""The landing folder (reference/landing-layout.md): find its partitions, list their files.
+
+Only names made of letters, digits, ``.``, ``_`` and ``-`` are read. ``_truth/`` and
+anything starting with ``_`` or ``.`` are not data. Symlinks and paths that resolve outside
+the landing folder are never followed: they are reported as problems instead.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
+KERNEL_SUFFIXES = (".log", ".log.gz", ".log.zst")
+INVENTORY_REQUIRED = ("provider", "cluster", "rack", "node", "gpus")
+INVENTORY_OPTIONAL = ("gpu_model", "leaf_switch", "in_service_from", "in_service_to")
+
+
+class LandingError(ValueError):
+    """The landing folder itself (not one file in it) cannot be used."""
+
+
+@dataclass(frozen=True, order=True)
+class Partition:
+    provider: str
+    cluster: str
+    date: str                                   # YYYY-MM-DD
+
+    @property
+    def relpath(self) -> str:
+        return f"{self.provider}/{self.cluster}/{self.date}"
+
+    @property
+    def cluster_key(self) -> str:
+        return cluster_key(self.provider, self.cluster)
+
+
+def cluster_key(provider: str, cluster: str) -> str:
+    """``provider:cluster``: ``:`` cannot occur in a landing name, so the key splits back
+    unambiguously (``.``, ``_`` and ``-`` can), and it is legal in a Dagster partition key."""
+    return f"{provider}:{cluster}"
+
+
+def split_cluster_key(key: str) -> tuple[str, str]:
+    provider, sep, cluster = key.partition(":")
+    if not sep or not valid_name(provider) or not valid_name(cluster):
+        raise ValueError(f"not a <provider>:<cluster> key: {key!r}")
+    return provider, cluster
+
+
+def valid_name(name: str) -> bool:
+    return bool(NAME_RE.fullmatch(name)) and name not in (".", "..") and "..." not in name
+
+
+def valid_date(name: str) -> bool:
+    if not DATE_RE.fullmatch(name):
+        return False
+    try:
+        dt.date.fromisoformat(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+@dataclass
+class Problem:
+    path: str       # relative to the landing folder
+    reason: str     # symlink | outside_landing | invalid_name | invalid_date | not_a_directory
+
+
+@dataclass
+class Discovery:
+    partitions: list[Partition] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _root(landing: str | os.PathLike) -> Path:
+    root = Path(landing)
+    if not root.is_dir():
+        raise LandingError(f"landing folder {str(root)!r} does not exist or is not a directory")
+    return root.resolve()
+
+
+def _safe(root: Path, path: Path, problems: list[Problem]) -> bool:
+    """False (and a problem reported) for a symlink or a path resolving outside ``root``."""
+    rel = path.relative_to(root).as_posix()
+    if path.is_symlink():
+        problems.append(Problem(rel, "symlink"))
+        return False
+    if not path.resolve().is_relative_to(root):
+        problems.append(Problem(rel, "outside_landing"))
+        return False
+    return True
+
+
+def _children(root: Path, folder: Path, problems: list[Problem], *, dirs: bool) -> list[Path]:
+    """Visible, safe, validly named entries of ``folder`` (directories or files), sorted."""
+    out = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if _hidden(entry.name) or not _safe(root, entry, problems):
+            continue
+        if entry.is_dir() != dirs:
+            if dirs:
+                continue        # stray files between partition levels are not data
+            problems.append(Problem(entry.relative_to(root).as_posix(), "not_a_file"))
+            continue
+        if not valid_name(entry.name):
+            problems.append(Problem(entry.relative_to(root).as_posix(), "invalid_name"))
+            continue
+        out.append(entry)
+    return out
+
+
+def discover(landing: str | os.PathLike) -> Discovery:
+    """Every ``provider/cluster/YYYY-MM-DD`` folder of the landing folder, sorted."""
+    root = _root(landing)
+    found = Discovery()
+    for prov in _children(root, root, found.problems, dirs=True):
+        for clus in _children(root, prov, found.problems, dirs=True):
+            for day in _children(root, clus, found.problems, dirs=True):
+                if valid_date(day.name):
+                    found.partitions.append(Partition(prov.name, clus.name, day.name))
+                else:
+                    found.problems.append(Problem(day.relative_to(root).as_posix(), "invalid_date"))
+    return found
+
+
+@dataclass
+class KernelLog:
+    node: str
+    path: Path
+    boot: Path | None
+
+
+@dataclass
+class PartitionFiles:
+    """A partition's files by kind; every path is absolute and inside the landing folder."""
+
+    root: Path
+    partition: Partition
+    kernel: list[KernelLog] = field(default_factory=list)
+    boots: list[Path] = field(default_factory=list)
+    sacct: Path | None = None
+    slurmctld: Path | None = None
+    job_logs: list[tuple[str, Path]] = field(default_factory=list)       # (job_id, path)
+    flight: list[tuple[str, Path]] = field(default_factory=list)         # (job_id, path)
+    other: list[Path] = field(default_factory=list)                      # not part of the contract
+    problems: list[Problem] = field(default_factory=list)
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def all_files(self) -> list[Path]:
+        files = [k.path for k in self.kernel] + self.boots + [p for _, p in self.job_logs]
+        files += [p for _, p in self.flight] + self.other
+        files += [p for p in (self.sacct, self.slurmctld) if p is not None]
+        return sorted(files)
+
+
+def _walk_files(root: Path, folder: Path, problems: list[Problem]) -> list[Path]:
+    """All visible regular files under ``folder`` without following links."""
+    out: list[Path] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if _hidden(entry.name) or not _safe(root, entry, problems):
+            continue
+        if entry.is_dir():
+            out.extend(_walk_files(root, entry, problems))
+        elif entry.is_file():
+            out.append(entry)
+        else:
+            problems.append(Problem(entry.relative_to(root).as_posix(), "not_a_file"))
+    return out
+
+
+def _kernel_node(name: str) -> str | None:
+    for suffix in KERNEL_SUFFIXES:
+        if name.endswith(suffix):
+            node = name[: -len(suffix)]
+            return node if valid_name(node) else None
+    return None
+
+
+def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFiles:
+    """List one partition's files by kind; a missing day folder gives an empty listing."""
+    root = _root(landing)
+    pf = PartitionFiles(root, part)
+    folder = root / part.provider / part.cluster / part.date
+    for level in (folder.parent.parent, folder.parent, folder):
+        if level.is_symlink() or (level.exists() and not level.resolve().is_relative_to(root)):
+            pf.problems.append(Problem(level.relative_to(root).as_posix(), "symlink"))
+            return pf
+    if not folder.is_dir():
+        return pf
+    boots: dict[str, Path] = {}
+    for path in _walk_files(root, folder, pf.problems):
+        parts = path.relative_to(folder).parts
+        top, name = parts[0], parts[-1]
+        if top == "kernel" and len(parts) == 2 and name.endswith(".boot") and valid_name(name[:-5]):
+            boots[name[:-5]] = path
+            pf.boots.append(path)
+        elif top == "kernel" and len(parts) == 2 and _kernel_node(name):
+            pf.kernel.append(KernelLog(_kernel_node(name), path, None))
+        elif parts == ("slurm", "sacct.txt"):
+            pf.sacct = path
+        elif parts == ("slurm", "slurmctld.log"):
+            pf.slurmctld = path
+        elif top == "jobs" and len(parts) == 3 and valid_name(parts[1]) and name.endswith(".log"):
+            pf.job_logs.append((parts[1], path))
+        elif top == "jobs" and len(parts) == 4 and parts[2] == "flight_recorder" and valid_name(parts[1]):
+            pf.flight.append((parts[1], path))
+        else:
+            pf.other.append(path)
+    for k in pf.kernel:
+        k.boot = boots.get(k.node)
+    return pf
+
+
+def fingerprint(landing: str | os.PathLike, part: Partition) -> dict[str, list[int]]:
+    """``{relpath: [size, mtime_ns]}`` of a partition's files: what changes when a file does."""
+    pf = partition_files(landing, part)
+    out = {}
+    for path in pf.all_files():
+        st = path.stat()
+        out[pf.rel(path)] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
+    """``inventory.csv`` as a frame of the required and optional columns (absent optional
+    columns are null). Raises ``LandingError`` when it is missing or lacks a column."""
+    root = _root(landing)
+    path = root / "inventory.csv"
+    if not path.is_file() or path.is_symlink():
+        raise LandingError(f"{path} is missing (or not a regular file)")
+    df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+    df = df.rename({c: c.strip().lower() for c in df.columns})
+    missing = [c for c in INVENTORY_REQUIRED if c not in df.columns]
+    if missing:
+        raise LandingError(f"{path}: missing columns {missing} (needs {', '.join(INVENTORY_REQUIRED)})")
+    day = lambda c: pl.col(c).str.strip_chars().str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False)  # noqa: E731
+    return df.select(
+        *[pl.col(c).str.strip_chars() for c in ("provider", "cluster", "rack", "node")],
+        pl.col("gpus").str.strip_chars().cast(pl.Int64, strict=False),
+        *[(pl.col(c).str.strip_chars() if c in df.columns else pl.lit(None, pl.String)).alias(c)
+          for c in ("gpu_model", "leaf_switch")],
+        *[(day(c) if c in df.columns else pl.lit(None, pl.Date)).alias(c)
+          for c in ("in_service_from", "in_service_to")],
+    )

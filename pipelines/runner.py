@@ -1,0 +1,88 @@
+"""Run the ingest assets in-process, one partition at a time (what ``faultline run`` does).
+
+The same asset and check definitions as the Dagster code location run through
+``dg.materialize`` with the resources pointed at the given folders, so the command line
+and the orchestrator cannot drift apart.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Iterable
+
+import dagster as dg
+
+from . import lake
+from .landing import Partition, discover
+
+ProgressFn = Callable[[int, int, Partition, dict], None]
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def _wanted(part: Partition, dates: set[str] | None, clusters: set[str] | None) -> bool:
+    if dates and part.date not in dates:
+        return False
+    if clusters and not clusters & {part.cluster, f"{part.provider}/{part.cluster}", part.cluster_key}:
+        return False
+    return True
+
+
+def select_partitions(landing: str | os.PathLike, dates: Iterable[str | dt.date] | None = None,
+                      clusters: Iterable[str] | None = None) -> list[Partition]:
+    """Landing partitions, filtered by dates and clusters (``cluster``, ``provider/cluster``
+    or ``provider:cluster``)."""
+    ds = {d.isoformat() if isinstance(d, dt.date) else str(d) for d in dates} if dates else None
+    cs = set(clusters) if clusters else None
+    return [p for p in discover(landing).partitions if _wanted(p, ds, cs)]
+
+
+def _partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
+    audit = lake.read_partition(warehouse, "ingest_audit", part.provider, part.cluster, part.date)
+    return {"files": audit.height, "lines": int(audit["lines_read"].sum()),
+            "events": int(audit.filter(audit["kind"].is_in(["kernel", "job", "slurmctld"]))["events"].sum()),
+            "quarantined": int(audit["quarantined"].sum())}
+
+
+def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates=None, clusters=None,
+                 progress: ProgressFn | None = None, models_dir: str | None = None,
+                 instance: dg.DagsterInstance | None = None, analytics: bool = True) -> dict:
+    """Materialize every selected partition (all of them without ``dates``/``clusters``).
+
+    ``progress(done, total, partition, stats)`` is called after each partition. Returns a
+    summary: partitions, files, lines, events, quarantined, seconds (and per-partition rows).
+    Raises ``dg.DagsterExecutionStepExecutionError`` (or the asset's own error) on failure;
+    partitions written before the failure stay written (each is replaced atomically).
+    """
+    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
+    from .defs.partitions import partition_key, register
+    from .defs.resources import LakeResource, LandingResource
+
+    t0 = time.perf_counter()
+    parts = select_partitions(landing, dates, clusters)
+    resources = {"landing": LandingResource(path=str(os.path.abspath(landing)), models_dir=models_dir),
+                 "lake": LakeResource(warehouse=str(os.path.abspath(warehouse)))}
+    instance = instance or dg.DagsterInstance.ephemeral()
+    register(instance, parts)
+    totals = {"partitions": 0, "files": 0, "lines": 0, "events": 0, "quarantined": 0}
+    rows = []
+    for i, part in enumerate(parts, start=1):
+        t1 = time.perf_counter()
+        dg.materialize([*INGEST_ASSETS, *INGEST_CHECKS], partition_key=partition_key(part), resources=resources,
+                       instance=instance, run_config=QUIET, tags={"faultline/partition": part.relpath})
+        stats = _partition_stats(warehouse, part) | {"seconds": round(time.perf_counter() - t1, 3)}
+        rows.append({"partition": part.relpath, **stats})
+        totals["partitions"] += 1
+        for k in ("files", "lines", "events", "quarantined"):
+            totals[k] += stats[k]
+        if progress:
+            progress(i, len(parts), part, stats)
+    if analytics and rows:
+        from .defs.analytics.assets import out_analytics
+        t1 = time.perf_counter()
+        res = dg.materialize([out_analytics], resources={"lake": resources["lake"]}, instance=instance,
+                             run_config=QUIET, selection=[out_analytics])
+        mat = res.asset_materializations_for_node("out_analytics")
+        totals["analytics"] = {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {}
+        totals["analytics_seconds"] = round(time.perf_counter() - t1, 3)
+    return {**totals, "seconds": round(time.perf_counter() - t0, 3), "rows": rows}

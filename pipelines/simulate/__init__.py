@@ -1,0 +1,9 @@
+"""Fleet simulator: writes a landing folder (kernel, Slurm and job logs in real formats) plus ``_truth/``.
+
+    from faultline.simulate import simulate, SCENARIOS
+    simulate("out/landing", scenario="demo", seed=0)
+"""
+from .scenarios import SCENARIOS, Scenario
+from .run import simulate
+
+__all__ = ["simulate", "SCENARIOS", "Scenario"]

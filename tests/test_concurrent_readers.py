@@ -1,0 +1,47 @@
+"""Readers in another process query ``faultline.duckdb`` all through a pipeline run: the
+file is swapped, never locked, so not one query fails."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from faultline.runner import run_pipeline
+
+READER = r"""
+import json, os, sys, duckdb
+from faultline.warehouse import connect_readonly
+db, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
+ok, errors, counts = 0, [], set()
+while not os.path.exists(stop):
+    try:                                                  # reopened for every query
+        con = duckdb.connect(db, read_only=True) if ok % 2 else connect_readonly(os.path.dirname(db))
+        n = con.execute("select count(*) from events").fetchone()[0]
+        con.execute("select kind, sum(lines_read) from ingest_audit group by kind").fetchall()
+        con.execute("select count(*) from jobs join steps using (job_id)").fetchall()
+        con.close()
+        counts.add(n)
+        ok += 1
+    except Exception as exc:
+        errors.append(repr(exc)[:300])
+json.dump({"ok": ok, "errors": errors, "counts": sorted(counts)}, open(out, "w"))
+"""
+
+
+def test_readonly_queries_never_fail_during_a_run(landing, warehouse, tmp_path):
+    run_pipeline(landing, warehouse, clusters=["bluepeak/west-2"])       # a first view file to read
+    stop, out = tmp_path / "stop", tmp_path / "reader.json"
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(warehouse / "faultline.duckdb"), str(stop), str(out)])
+    try:
+        time.sleep(0.5)
+        run_pipeline(landing, warehouse)
+        run_pipeline(landing, warehouse, dates=["2026-11-24"])           # reruns replace files under readers
+    finally:
+        stop.touch()
+        reader.wait(timeout=30)
+    result = json.loads(out.read_text())
+    assert result["errors"] == [], result["errors"][:5]
+    assert result["ok"] >= 10, result
+    assert result["counts"][-1] == 12 and min(result["counts"]) >= 1
