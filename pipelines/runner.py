@@ -1,15 +1,19 @@
-"""Run the ingest assets in-process, one partition at a time (what ``faultline run`` does).
+"""Run the ingest assets in-process (what ``faultline run`` does).
 
 The same asset and check definitions as the Dagster code location run through
 ``dg.materialize`` with the resources pointed at the given folders, so the command line
-and the orchestrator cannot drift apart.
+and the orchestrator cannot drift apart. Partitions are independent: with ``workers > 1``
+they run in parallel worker processes (each its own ``dg.materialize``); the DuckDB view
+file is rebuilt once, by this process, at the end (one writer).
 """
 from __future__ import annotations
 
 import datetime as dt
 import os
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import dagster as dg
 
@@ -44,9 +48,36 @@ def _partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
             "quarantined": int(audit["quarantined"].sum())}
 
 
+def default_workers() -> int:
+    """Worker processes for a batch: env ``FAULTLINE_WORKERS``, else the CPU count (max 8)."""
+    env = os.environ.get("FAULTLINE_WORKERS")
+    return int(env) if env else min(os.cpu_count() or 1, 8)
+
+
+def _materialize_partition(landing: str, warehouse: str, models_dir: str | None, part: Partition,
+                           instance: dg.DagsterInstance | None = None) -> dict:
+    """One partition's ingest assets and checks (also the body of a worker process)."""
+    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
+    from .defs.partitions import partition_key, register
+    from .defs.resources import LakeResource, LandingResource
+
+    t1 = time.perf_counter()
+    instance = instance or dg.DagsterInstance.ephemeral()
+    register(instance, [part])
+    resources = {"landing": LandingResource(path=os.path.abspath(landing), models_dir=models_dir),
+                 "lake": LakeResource(warehouse=os.path.abspath(warehouse))}
+    # the view file is rebuilt once at the end of a batch, not after every partition
+    per_partition = [k for a in INGEST_ASSETS for k in a.keys if k != dg.AssetKey("out_warehouse")]
+    dg.materialize([*INGEST_ASSETS, *INGEST_CHECKS], selection=per_partition, partition_key=partition_key(part),
+                   resources=resources, instance=instance, run_config=QUIET,
+                   tags={"faultline/partition": part.relpath})
+    return _partition_stats(warehouse, part) | {"seconds": round(time.perf_counter() - t1, 3)}
+
+
 def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates=None, clusters=None,
                  progress: ProgressFn | None = None, models_dir: str | None = None,
-                 instance: dg.DagsterInstance | None = None, analytics: bool = True) -> dict:
+                 instance: dg.DagsterInstance | None = None, analytics: bool = True,
+                 workers: int | None = None) -> dict:
     """Materialize every selected partition (all of them without ``dates``/``clusters``).
 
     ``progress(done, total, partition, stats)`` is called after each partition. Returns a
@@ -54,33 +85,43 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
     Raises ``dg.DagsterExecutionStepExecutionError`` (or the asset's own error) on failure;
     partitions written before the failure stay written (each is replaced atomically).
     """
-    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
-    from .defs.partitions import partition_key, register
     from .defs.resources import LakeResource, LandingResource
 
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     resources = {"landing": LandingResource(path=str(os.path.abspath(landing)), models_dir=models_dir),
                  "lake": LakeResource(warehouse=str(os.path.abspath(warehouse)))}
-    instance = instance or dg.DagsterInstance.ephemeral()
-    register(instance, parts)
     totals = {"partitions": 0, "files": 0, "lines": 0, "events": 0, "quarantined": 0}
     rows = []
-    for i, part in enumerate(parts, start=1):
-        t1 = time.perf_counter()
-        dg.materialize([*INGEST_ASSETS, *INGEST_CHECKS], partition_key=partition_key(part), resources=resources,
-                       instance=instance, run_config=QUIET, tags={"faultline/partition": part.relpath})
-        stats = _partition_stats(warehouse, part) | {"seconds": round(time.perf_counter() - t1, 3)}
+    jobs = [(str(landing), str(warehouse), models_dir, p) for p in parts]
+    # a caller's instance (tests, the UI) sees every run only when they run here
+    workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
+
+    def done(i: int, part: Partition, stats: dict) -> None:
         rows.append({"partition": part.relpath, **stats})
         totals["partitions"] += 1
         for k in ("files", "lines", "events", "quarantined"):
             totals[k] += stats[k]
         if progress:
             progress(i, len(parts), part, stats)
+
+    if workers == 1:
+        for i, job in enumerate(jobs, start=1):
+            done(i, job[3], _materialize_partition(*job, instance=instance))
+    else:
+        ctx = multiprocessing.get_context("spawn")   # polars and Dagster threads do not survive fork
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {pool.submit(_materialize_partition, *job): job[3] for job in jobs}
+            for i, fut in enumerate(as_completed(futures), start=1):
+                done(i, futures[fut], fut.result())
+        rows.sort(key=lambda r: r["partition"])
+    if rows and not analytics:
+        resources["lake"].build_warehouse()
     if analytics and rows:
         from .defs.analytics.assets import out_analytics
         t1 = time.perf_counter()
-        res = dg.materialize([out_analytics], resources={"lake": resources["lake"]}, instance=instance,
+        res = dg.materialize([out_analytics], resources={"lake": resources["lake"]},
+                             instance=instance or dg.DagsterInstance.ephemeral(),
                              run_config=QUIET, selection=[out_analytics])
         mat = res.asset_materializations_for_node("out_analytics")
         totals["analytics"] = {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {}

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 from pathlib import Path
 
 import polars as pl
 import pytest
+
+# run partitions in-process unless a test asks for worker processes (they cost a spawn each)
+os.environ.setdefault("FAULTLINE_WORKERS", "1")
 
 INVENTORY = """provider,cluster,rack,node,gpus,gpu_model,leaf_switch,in_service_from
 northwind,c1,r01,node-a01,8,H100-SXM5-80GB,leaf-1,2026-01-01

@@ -192,3 +192,13 @@ def test_a_day_with_no_folder_materializes_empty_tables(landing, warehouse):
         df = lake.read_partition(warehouse, table, "northwind", "c1", "2026-11-27")
         assert df.schema == TABLES[table]
         assert df.height == (2 if table == "inventory" else 0), table
+
+
+def test_parallel_workers_write_the_same_lake(landing, tmp_path):
+    """Partitions are independent: two worker processes give byte-identical tables."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    run_pipeline(landing, one, workers=1)
+    run_pipeline(landing, two, workers=2)
+    assert lake_hashes(one) == lake_hashes(two)
+    analytics = lambda wh: {p.name: frame_hash(pl.read_parquet(p)) for p in sorted((wh / "analytics").glob("*.parquet"))}  # noqa: E731
+    assert analytics(one) == analytics(two) and len(analytics(one)) >= 9

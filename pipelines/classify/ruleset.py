@@ -5,7 +5,7 @@ import hashlib
 import io
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 
 import polars as pl
@@ -38,7 +38,7 @@ class Taxonomy:
     severities: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RuleSet:
     rules: tuple[Rule, ...]
     taxonomy: Taxonomy
@@ -47,7 +47,7 @@ class RuleSet:
     benign_despite: tuple[str, ...]
     version: str                     # content hash of all rule data
 
-    @property
+    @cached_property
     def prefilter(self) -> str:
         """One regex of literals: a line that misses it can only be benign."""
         # rules that only call a line benign need no keywords here: a line that misses the
@@ -59,7 +59,7 @@ class RuleSet:
         minimal = [x for i, x in enumerate(short) if not any(y in x for y in short[:i])]
         return "|".join(re.escape(x) for x in sorted(minimal))
 
-    @property
+    @cached_property
     def error_regex(self) -> str:
         return "|".join(re.escape(w) for w in self.error_words)
 
