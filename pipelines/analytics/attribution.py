@@ -57,15 +57,22 @@ def attribute_failures(jobs: pl.DataFrame, events: pl.DataFrame, flight: pl.Data
 def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
     cols = ["ts", "node", "gpu_pci", "category", "domain", "severity", "action", "rule_id", "raw", "rank", "event_id"]
     ev = events.filter(pl.col("category") != "benign")
-    win = failed.select(*JOB_KEY, "start", "end", pl.col("nodes").alias("node")).explode("node")
+    # a hang lasts the job's NCCL timeout (its watchdog lines say which): look back past it
+    timeouts = ev.filter(pl.col("job_id").is_not_null() & (pl.col("category") == "collective_timeout")).select(
+        *JOB_KEY, _t=pl.col("raw").str.extract(r"Timeout\(ms\)=(\d+)", 1).cast(pl.Float64) / 1000.0
+    ).group_by(JOB_KEY).agg(pl.col("_t").max())
+    win = failed.join(timeouts, on=JOB_KEY, how="left").select(
+        *JOB_KEY, "start", "end", pl.col("nodes").alias("node"),
+        _back=pl.max_horizontal(pl.lit(cfg.attribution_before_s), pl.col("_t").fill_null(0) + cfg.attribution_after_s * 2),
+    ).explode("node")
     # kernel and slurmctld lines about the job's nodes, in the window around its end
     side = ev.filter(pl.col("job_id").is_null() & pl.col("node").is_not_null()).select("provider", "cluster", *cols)
     near = win.join(side, on=["provider", "cluster", "node"], how="inner").filter(
-        (pl.col("ts") >= pl.max_horizontal(pl.col("end") - pl.duration(seconds=cfg.attribution_before_s),
+        (pl.col("ts") >= pl.max_horizontal(pl.col("end") - pl.duration(seconds=pl.col("_back")),
                                            pl.col("start") - pl.duration(seconds=60)))
         & (pl.col("ts") <= pl.col("end") + pl.duration(seconds=cfg.attribution_after_s))
-        & (pl.col("severity").is_in(["error", "critical"]) | (pl.col("domain") == "symptom"))
-    ).with_columns(origin=pl.lit("node")).drop("start", "end")
+        & (pl.col("severity").is_in(["warning", "error", "critical"]) | (pl.col("domain") == "symptom"))
+    ).with_columns(origin=pl.lit("node")).drop("start", "end", "_back")
     # the job's own output, whenever it was written
     own = ev.filter(pl.col("job_id").is_not_null()).select("provider", "cluster", "job_id", *cols).join(
         failed.select(JOB_KEY), on=JOB_KEY, how="semi").with_columns(origin=pl.lit("job"))
@@ -73,8 +80,12 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
     # job output often has no stamp before its first error: such lines count at the job's end
     out = out.join(failed.select(*JOB_KEY, pl.col("end").alias("_end")), on=JOB_KEY, how="left").with_columns(
         ts=pl.coalesce("ts", "_end")).drop("_end")
+    # tiers: 1 hardware/driver error, 2 user-code error, 3 hardware/driver warning (throttling,
+    # corrected errors: they explain a job only when nothing stronger does)
+    weak = pl.col("domain").is_in(["hardware", "software"]) & (pl.col("severity") == "warning")
     return out.with_columns(
-        tier=pl.col("domain").replace_strict(_TIER, default=None, return_dtype=pl.Int8),
+        tier=pl.when(weak).then(pl.lit(3, pl.Int8))
+        .otherwise(pl.col("domain").replace_strict(_TIER, default=None, return_dtype=pl.Int8)),
         sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
     )
 
@@ -84,6 +95,7 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
     firsts = ev.group_by(JOB_KEY).agg(
         pl.col("ts").filter(pl.col("tier") == 1).min().alias("_hw"),
         pl.col("ts").filter(pl.col("tier") == 2).min().alias("_user"),
+        (pl.col("tier") == 3).any().alias("_weak"),
         (pl.col("category") == "collective_timeout").any().alias("_ct"),
         (pl.col("category") == "scheduler").any().alias("_sched"),
         (pl.col("category") == "unknown").any().alias("_unk"),
@@ -93,12 +105,14 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
         pl.when(pl.col("_hw").is_not_null() & (pl.col("_user").is_null() | (pl.col("_hw") <= pl.col("_user") + mask)))
         .then(pl.lit("hw"))
         .when(pl.col("_user").is_not_null()).then(pl.lit("user"))
+        .when(pl.col("_weak")).then(pl.lit("weak"))
         .when(pl.col("_ct")).then(pl.lit("ct"))
         .when(pl.col("_sched")).then(pl.lit("sched"))
         .when(pl.col("_unk")).then(pl.lit("unknown")).otherwise(pl.lit(None, pl.String))))
     ev = ev.join(firsts.select(*JOB_KEY, "chosen"), on=JOB_KEY, how="inner")
     pick = (
         ((pl.col("chosen") == "hw") & (pl.col("tier") == 1)) | ((pl.col("chosen") == "user") & (pl.col("tier") == 2))
+        | ((pl.col("chosen") == "weak") & (pl.col("tier") == 3))
         | ((pl.col("chosen") == "ct") & (pl.col("category") == "collective_timeout"))
         | ((pl.col("chosen") == "sched") & (pl.col("category") == "scheduler"))
         | ((pl.col("chosen") == "unknown") & (pl.col("category") == "unknown"))
@@ -118,14 +132,17 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
     st_cat = st.replace_strict({k: v[0] for k, v in _STATE_CAUSE.items()}, default="unknown", return_dtype=pl.String)
     st_conf = st.replace_strict({k: v[1] for k, v in _STATE_CAUSE.items()}, default=0.2, return_dtype=pl.Float64)
     st_act = st.replace_strict({k: v[2] for k, v in _STATE_CAUSE.items()}, default="none", return_dtype=pl.String)
-    by_state = pl.col("chosen").is_null() | ((pl.col("chosen") == "unknown") & st.is_in(list(_STATE_CAUSE)))
+    scheduler_ended = st.is_in(["TIMEOUT", "CANCELLED", "PREEMPTED", "DEADLINE"])
+    by_state = (pl.col("chosen").is_null() | ((pl.col("chosen") == "unknown") & st.is_in(list(_STATE_CAUSE)))
+                | ((pl.col("chosen") == "user") & scheduler_ended))
     root = pl.when(by_state).then(st_cat).otherwise(pl.col("category"))
     conf = (pl.when(by_state).then(st_conf)
             .when(pl.col("chosen") == "hw").then(pl.when(pl.col("_n_timeouts") > 0).then(0.95).otherwise(0.85))
             .when(pl.col("chosen") == "user").then(0.85)
+            .when(pl.col("chosen") == "weak").then(0.6)
             .when(pl.col("chosen") == "ct").then(pl.when(pl.col("_hang_node").is_not_null()).then(0.6).otherwise(0.4))
             .when(pl.col("chosen") == "sched").then(0.7).otherwise(0.3))
-    culprit = pl.when(pl.col("chosen").is_in(["hw", "user"])).then(pl.coalesce("node", "_rank_node")).when(
+    culprit = pl.when(pl.col("chosen").is_in(["hw", "user", "weak"])).then(pl.coalesce("node", "_rank_node")).when(
         pl.col("chosen") == "ct").then(pl.col("_hang_node")).when(pl.col("chosen") == "sched").then(pl.col("node"))
     decided_by = (pl.when(by_state).then(pl.format("state:{}", st))
                   .when(pl.col("chosen") == "ct").then(pl.format("{}+{}", pl.col("rule_id"), pl.col("_hang_how")))
@@ -142,7 +159,7 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
     domain = root.replace_strict(domains, default="unknown", return_dtype=pl.String)
     return d.with_columns(
         root_cause=root, confidence=conf, culprit_node=culprit,
-        culprit_gpu=pl.when(pl.col("chosen").is_in(["hw", "user"])).then(pl.col("gpu_pci")),
+        culprit_gpu=pl.when(pl.col("chosen").is_in(["hw", "user", "weak"])).then(pl.col("gpu_pci")),
         evidence=evidence, decided_by=decided_by, _st_act=st_act,
     ).with_columns(
         domain=pl.col("root_cause").replace_strict(domains, default="unknown", return_dtype=pl.String),

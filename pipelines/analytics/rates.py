@@ -127,50 +127,87 @@ def provider_comparison(sb: pl.DataFrame, level: str = "provider", conf: float =
     return pl.DataFrame(out, schema=schema)
 
 
+def _loo_test(df: pl.DataFrame, k: str, e: str, by: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Expected count and P(X >= k) of each row against the rest of its group (leave-one-out,
+    so a lemon does not raise its own baseline)."""
+    rest_k = (df[k].sum() if not by else df.select(pl.col(k).sum().over(by))[k]) - df[k]
+    rest_e = (df[e].sum() if not by else df.select(pl.col(e).sum().over(by))[e]) - df[e]
+    base = (np.asarray(rest_k, dtype=float) + 0.5) / np.maximum(np.asarray(rest_e, dtype=float), 1e-9)
+    expected = base * df[e].to_numpy()
+    return expected, poisson_excess_p(df[k].to_numpy(), expected)
+
+
 def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFrame,
                 cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Nodes failing more than their cluster (leave-one-out baseline), BH-corrected, or with
-    repeated user-looking Xids on one GPU across jobs (hardware that users get blamed for)."""
-    c = nodes.with_columns(
-        _k=pl.col("incidents").sum().over("provider", "cluster") - pl.col("incidents"),
-        _e=pl.col("node_days").sum().over("provider", "cluster") - pl.col("node_days"))
-    base = (c["_k"].to_numpy() + 0.5) / np.maximum(c["_e"].to_numpy(), 1e-9)
-    expected = base * c["node_days"].to_numpy()
-    p = poisson_excess_p(c["incidents"].to_numpy(), expected)
-    rej = bh_reject(p, cfg.fdr) & (c["incidents"].to_numpy() >= cfg.lemon_min_incidents)
-    c = c.with_columns(expected=pl.Series(expected), p_value=pl.Series(p), _stat=pl.Series(rej))
-    rep = _repeat_user_xids(events, cfg)
-    c = c.join(rep, on=["provider", "cluster", "node"], how="left").with_columns(
-        pl.col("repeat_gpu").is_not_null().alias("_rep"))
-    lem = c.filter(pl.col("_stat") | pl.col("_rep")).with_columns(
-        reason=pl.concat_str([
-            pl.when(pl.col("_stat")).then(pl.format("{} incidents in {} node-days vs {} expected (p={})",
-                                                     "incidents", pl.col("node_days").round(1), pl.col("expected").round(2),
-                                                     pl.col("p_value").round_sig_figs(2))),
-            pl.when(pl.col("_rep")).then(pl.format("GPU {} raised Xid {} in {} different jobs",
-                                                    "repeat_gpu", "repeat_xids", "repeat_jobs")),
-        ], separator="; ", ignore_nulls=True),
+    """Nodes that fail more than the rest of their cluster, tested three ways, each kind of
+    test Benjamini-Hochberg corrected over all nodes: all serious incidents; one failure
+    signature (category and rule) repeating; user-looking Xids (13/31) repeating on one GPU,
+    which is the GPU failing, not its users."""
+    keys = ["provider", "cluster", "node"]
+    expected, p_all = _loo_test(nodes, "incidents", "node_days", ["provider", "cluster"])
+    t_all = nodes.select(*keys, "node_days", "incidents").with_columns(
+        expected=pl.Series(expected), p_value=pl.Series(p_all), kind=pl.lit("rate"),
+        detail=pl.format("{} serious incidents in {} node-days vs {} expected", "incidents",
+                         pl.col("node_days").round(1), pl.Series(expected).round(2)))
+    # a signature is the incident's category and the rule that named it (MCE, Xid 79, ...)
+    serious = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null()
+                               ).with_columns(sig=pl.format("{}/{}", "category", pl.col("rule_ids").list.first()))
+    per_sig = (nodes.select(*keys, "node_days").join(serious.select("provider", "cluster", "sig").unique(),
+                                                     on=["provider", "cluster"])
+               .join(serious.group_by(*keys, "sig").len("k"), on=[*keys, "sig"], how="left")
+               .with_columns(pl.col("k").fill_null(0).cast(pl.Int64)))
+    exp_c, p_c = _loo_test(per_sig, "k", "node_days", ["provider", "cluster", "sig"])
+    t_cat = per_sig.with_columns(expected=pl.Series(exp_c), p_value=pl.Series(p_c), kind=pl.lit("repeat_signature"),
+                                 detail=pl.format("{} x {} in {} node-days vs {} expected", "k", "sig",
+                                                  pl.col("node_days").round(1), pl.Series(exp_c).round(2)))
+    t_cat = t_cat.rename({"k": "incidents"}).drop("sig")
+    t_gpu = _repeat_user_xids(events, nodes)
+    tests = pl.concat([t.select(*keys, "node_days", "incidents", "expected", "p_value", "kind", "detail")
+                       for t in (t_all, t_cat, t_gpu)], how="vertical_relaxed")
+    # one Benjamini-Hochberg family per kind of test (a node-level rate test should not have
+    # to beat the thousands of per-signature and per-GPU tests)
+    rej = np.zeros(tests.height, dtype=bool)
+    kinds = tests["kind"].to_numpy()
+    for kind in np.unique(kinds):
+        sel = kinds == kind
+        rej[sel] = bh_reject(tests["p_value"].to_numpy()[sel], cfg.fdr)
+    rej &= tests["incidents"].to_numpy() >= cfg.lemon_min_incidents
+    hits = tests.filter(pl.Series(rej)).sort("p_value")
+    lem = hits.group_by(keys, maintain_order=True).agg(
+        pl.col("p_value").min(), pl.col("kind").unique().sort().str.join("+").alias("evidence_kind"),
+        pl.col("detail").str.join("; ").alias("reason"))
+    ctx = nodes.select(*keys, "rack", "node_days", "incidents", "top_category", "failed_jobs", "gpu_hours_lost")
+    return lem.join(ctx, on=keys, how="left").with_columns(
+        expected=pl.Series(dict(zip(zip(t_all["provider"], t_all["cluster"], t_all["node"]), expected))
+                           .get(k, None) for k in zip(lem["provider"], lem["cluster"], lem["node"])),
         action=pl.lit("drain_node"),
-        evidence_kind=pl.when(pl.col("_stat") & pl.col("_rep")).then(pl.lit("rate+repeat_signature"))
-        .when(pl.col("_stat")).then(pl.lit("rate")).otherwise(pl.lit("repeat_signature")),
-    )
-    return lem.select("provider", "cluster", "rack", "node", "node_days", "incidents", "expected", "p_value",
-                      "top_category", "failed_jobs", "gpu_hours_lost", "evidence_kind", "reason", "action").sort("p_value")
+    ).select("provider", "cluster", "rack", "node", "node_days", "incidents", "expected", "p_value",
+             "top_category", "failed_jobs", "gpu_hours_lost", "evidence_kind", "reason", "action").sort("p_value")
 
 
-def _repeat_user_xids(events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    x = events.filter(pl.col("xid").is_in([13, 31]) & pl.col("gpu_pci").is_not_null() & pl.col("node").is_not_null())
-    if x.is_empty():
-        return pl.DataFrame(schema={"provider": pl.String, "cluster": pl.String, "node": pl.String, "repeat_gpu": pl.String,
-                                    "repeat_xids": pl.String, "repeat_jobs": pl.UInt32})
-    # distinct "jobs": Xid bursts at least an hour apart stand for different jobs on the GPU
-    x = x.sort("ts").with_columns(_h=pl.col("ts").dt.truncate("1h"))
-    g = x.group_by("provider", "cluster", "node", "gpu_pci").agg(
-        pl.col("_h").n_unique().alias("repeat_jobs"),
-        pl.col("xid").unique().sort().cast(pl.String).str.join("/").alias("repeat_xids"))
-    g = g.filter(pl.col("repeat_jobs") >= cfg.repeat_user_xid_jobs).sort("repeat_jobs", descending=True)
-    return g.group_by("provider", "cluster", "node").agg(
-        pl.col("gpu_pci").first().alias("repeat_gpu"), pl.col("repeat_xids").first(), pl.col("repeat_jobs").first())
+def _repeat_user_xids(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU: Xid 13/31 bursts (an hour apart count as separate) against its cluster."""
+    x = events.filter(pl.col("xid").is_in([13, 31]) & pl.col("gpu_pci").is_not_null() & pl.col("node").is_not_null()
+                      & pl.col("ts").is_not_null())
+    keys = ["provider", "cluster", "node"]
+    per_gpu = x.with_columns(_h=pl.col("ts").dt.truncate("1h")).group_by(*keys, "gpu_pci").agg(
+        pl.col("_h").n_unique().alias("incidents"))
+    # every GPU of every node is at risk: exposure in GPU-days
+    gpus = nodes.select(*keys, "node_days", pl.col("gpus").fill_null(8))
+    cl = gpus.group_by("provider", "cluster").agg((pl.col("node_days") * pl.col("gpus")).sum().alias("_e"))
+    tot = per_gpu.group_by("provider", "cluster").agg(pl.col("incidents").sum().alias("_k"))
+    t = per_gpu.join(gpus.select(*keys, "node_days"), on=keys, how="left").join(cl, on=["provider", "cluster"]).join(
+        tot, on=["provider", "cluster"])
+    if t.is_empty():
+        return pl.DataFrame(schema={**{k: pl.String for k in keys}, "node_days": pl.Float64, "incidents": pl.Int64,
+                                    "expected": pl.Float64, "p_value": pl.Float64, "kind": pl.String, "detail": pl.String})
+    base = (t["_k"].to_numpy() - t["incidents"].to_numpy() + 0.5) / np.maximum(t["_e"].to_numpy() - t["node_days"].to_numpy(), 1e-9)
+    expected = base * t["node_days"].to_numpy()
+    p = poisson_excess_p(t["incidents"].to_numpy(), expected)
+    return t.with_columns(expected=pl.Series(expected), p_value=pl.Series(p), kind=pl.lit("repeat_user_xid"),
+                          incidents=pl.col("incidents").cast(pl.Int64),
+                          detail=pl.format("GPU {} raised Xid 13/31 in {} separate hours vs {} expected", "gpu_pci",
+                                           "incidents", pl.Series(expected).round(2)))
 
 
 def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
