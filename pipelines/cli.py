@@ -9,6 +9,7 @@ from .commands.demo import demo
 from .commands.evaluate import evaluate
 from .commands.run import run
 from .commands.simulate import simulate
+from .classify.train_cli import train_classifier
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,6 +27,7 @@ main.add_command(run)
 main.add_command(simulate)
 main.add_command(demo)
 main.add_command(evaluate)
+main.add_command(train_classifier)
 
 if __name__ == "__main__":
     main()

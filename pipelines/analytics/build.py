@@ -6,15 +6,18 @@ import os
 import polars as pl
 
 from .. import lake
+from ..classify.model import apply_model
 from ..classify.ruleset import load_ruleset
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
 from .incidents import build_incidents
 from .rates import (covered_days, exposure, failure_causes, group_health, lemon_nodes, node_health,
                     provider_comparison, rack_hotspots, scoreboard)
+from .signatures import node_failure_profiles, unknown_signatures
 
 ANALYTICS_TABLES = ("incidents", "job_failures", "node_health", "rack_health", "provider_scoreboard",
-                    "failure_causes", "provider_comparison", "lemon_nodes", "rack_hotspots")
+                    "failure_causes", "provider_comparison", "lemon_nodes", "rack_hotspots", "unknown_signatures",
+                    "node_profiles")
 
 
 def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:
@@ -27,6 +30,8 @@ def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:
 def compute(events: pl.DataFrame, jobs: pl.DataFrame, flight: pl.DataFrame | None, inventory: pl.DataFrame,
             days: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> dict[str, pl.DataFrame]:
     domains = load_ruleset().taxonomy.domains
+    rule_events = events                 # the lake keeps the rules' verdicts
+    events = apply_model(events)         # the model may name only what the rules call unknown
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
     failures = attribute_failures(jobs, events, flight, domains, cfg)
@@ -42,6 +47,8 @@ def compute(events: pl.DataFrame, jobs: pl.DataFrame, flight: pl.DataFrame | Non
         "provider_comparison": pl.concat([provider_comparison(sb, "provider"), provider_comparison(sb, "cluster")]),
         "lemon_nodes": lemon_nodes(nodes, incidents, events, cfg),
         "rack_hotspots": rack_hotspots(nodes, incidents, cfg),
+        "unknown_signatures": unknown_signatures(rule_events),
+        "node_profiles": node_failure_profiles(incidents, nodes),
     }
 
 

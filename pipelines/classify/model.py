@@ -1,0 +1,335 @@
+"""Learned classifier for the lines the rules call ``unknown`` (scikit-learn).
+
+The rules stay authoritative: :func:`apply_model` only ever changes rows whose category is
+``unknown``, and only when the model is at least ``threshold`` (default 0.6) sure; every other
+row is returned as it came. The model reads masked templates
+(:func:`faultline.classify.engine.mask_template`), never raw numbers, addresses or ids.
+
+Model: TF-IDF over word 1-2-grams and character 2-5-grams (``char_wb``) of the masked
+template, a linear SVM, calibrated into probabilities with ``CalibratedClassifierCV`` (sigmoid,
+3-fold, one final estimator so the file stays small).
+
+Loading and trust
+-----------------
+The model is a pickle (joblib), and unpickling runs code, so faultline unpickles exactly one
+thing: the model file shipped in ``faultline.models`` under ``trained/``, and only after its
+sha256 matched ``model_sha256`` in the shipped ``trained/unknown_classifier.meta.json``. A model
+file given by path (``load_model(path)``) is refused unless its sha256 is one the shipped
+metadata names; a metadata file next to it is not trusted for this, since whoever wrote the
+model could write that too. To use a retrained model, train it into the package
+(``faultline train-classifier`` without ``--out``), which rewrites both files together.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import platform
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .training_data import mask
+
+MODEL_NAME = "unknown_classifier"
+MODEL_FILE = f"{MODEL_NAME}.joblib"
+META_FILE = f"{MODEL_NAME}.meta.json"
+DEFAULT_THRESHOLD = 0.6
+CV_FOLDS = 5
+RANDOM_STATE = 0
+
+# Feature extraction, kept small: the shipped file must stay well under 2 MB.
+WORD_FEATURES = dict(analyzer="word", ngram_range=(1, 2), lowercase=True, sublinear_tf=True,
+                     min_df=1, max_features=4000, token_pattern=r"(?u)\b\w\w+\b", dtype=np.float32)
+CHAR_FEATURES = dict(analyzer="char_wb", ngram_range=(2, 5), lowercase=True, sublinear_tf=True,
+                     min_df=2, max_features=10000, dtype=np.float32)
+SVM = dict(C=1.0, class_weight="balanced", max_iter=5000)
+CALIBRATION = dict(method="sigmoid", cv=3, ensemble=False)
+
+
+class ModelIntegrityError(RuntimeError):
+    """A model file whose sha256 is not one the shipped metadata vouches for."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    pipeline: object
+    meta: dict = field(repr=False)
+
+    @property
+    def version(self) -> str:
+        return self.meta.get("version") or self.meta["model_sha256"][:12]
+
+    @property
+    def rule_id(self) -> str:
+        return f"model:{MODEL_NAME}@{self.version}"
+
+    @property
+    def classes(self) -> list[str]:
+        return [str(c) for c in self.pipeline.classes_]
+
+
+# --- training ----------------------------------------------------------------------------------
+
+def make_pipeline():
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.svm import LinearSVC
+
+    features = FeatureUnion([("word", TfidfVectorizer(**WORD_FEATURES)),
+                             ("char", TfidfVectorizer(**CHAR_FEATURES))])
+    clf = CalibratedClassifierCV(LinearSVC(random_state=RANDOM_STATE, **SVM), **CALIBRATION)
+    return Pipeline([("features", features), ("clf", clf)])
+
+
+def _sha256_pairs(texts: list[str], labels: list[str]) -> str:
+    pairs = sorted(zip(texts, labels))
+    return hashlib.sha256(json.dumps(pairs, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def train(texts, labels, *, sources=None, cv: int = CV_FOLDS) -> tuple[object, dict]:
+    """Fit the pipeline on all of ``texts`` (masked again here, to be safe) and ``labels``.
+
+    Returns ``(pipeline, metrics)``; metrics hold the ``cv``-fold stratified cross-validated
+    accuracy, macro-F1 and per-class precision / recall / F1 (predictions of models that did not
+    see the line), per-source accuracy when ``sources`` is given, the class counts and the
+    training data's sha256. ``cv=0`` skips the cross-validation.
+    """
+    from sklearn.base import clone
+    from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    x = mask(list(texts)).to_list()
+    y = [str(v) for v in labels]
+    if len(x) != len(y):
+        raise ValueError(f"{len(x)} texts but {len(y)} labels")
+    classes, counts = np.unique(y, return_counts=True)
+    metrics: dict = {
+        "n_examples": len(x),
+        "n_per_class": {str(c): int(n) for c, n in zip(classes, counts)},
+        "labels": [str(c) for c in classes],
+        "training_data_sha256": _sha256_pairs(x, y),
+    }
+    pipe = make_pipeline()
+    if cv:
+        folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=RANDOM_STATE)
+        pred = cross_val_predict(clone(pipe), x, y, cv=folds)
+        p, r, f, s = precision_recall_fscore_support(y, pred, labels=classes, zero_division=0)
+        metrics["cv"] = {
+            "folds": cv, "scheme": f"StratifiedKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})",
+            "accuracy": round(float(accuracy_score(y, pred)), 4),
+            "macro_f1": round(float(f1_score(y, pred, average="macro")), 4),
+            "per_class": {str(c): {"precision": round(float(pi), 4), "recall": round(float(ri), 4),
+                                   "f1": round(float(fi), 4), "support": int(si)}
+                          for c, pi, ri, fi, si in zip(classes, p, r, f, s)},
+        }
+        if sources is not None:
+            src = np.array([str(s_).split(":")[0] for s_ in sources])
+            ok = np.array(pred) == np.array(y)
+            metrics["cv"]["accuracy_by_source"] = {
+                str(k): {"accuracy": round(float(ok[src == k].mean()), 4), "n": int((src == k).sum())}
+                for k in sorted(set(src))}
+    pipe.fit(x, y)
+    return pipe, metrics
+
+
+def describe_features(pipeline) -> dict:
+    union = pipeline.named_steps["features"]
+    out = {"input": "masked template (faultline.classify.engine.mask_template)"}
+    for name, vec in union.transformer_list:
+        params = {k: v for k, v in vec.get_params().items()
+                  if k in ("analyzer", "ngram_range", "lowercase", "sublinear_tf", "min_df", "max_features",
+                           "token_pattern")}
+        params["ngram_range"] = list(params["ngram_range"])
+        if params["analyzer"] != "word":
+            params.pop("token_pattern", None)
+        params["n_features"] = len(vec.vocabulary_)
+        out[name] = {"vectorizer": "TfidfVectorizer", **params}
+    clf = pipeline.named_steps["clf"]
+    out["classifier"] = {"estimator": "LinearSVC", **{k: v for k, v in SVM.items()},
+                         "calibration": "CalibratedClassifierCV", **CALIBRATION}
+    out["classifier"]["class_weight"] = str(out["classifier"]["class_weight"])
+    out["classes"] = [str(c) for c in clf.classes_]
+    return out
+
+
+def save(pipeline, metrics: dict, path: str | Path) -> dict:
+    """Write ``<path>/unknown_classifier.joblib`` and its ``.meta.json``; returns the metadata."""
+    import joblib
+    import sklearn
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    joblib.dump(pipeline, buf, compress=("zlib", 6))
+    blob = buf.getvalue()
+    sha = hashlib.sha256(blob).hexdigest()
+    meta = {
+        "name": MODEL_NAME,
+        "version": sha[:12],
+        "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "sklearn_version": sklearn.__version__,
+        "numpy_version": np.__version__,
+        "joblib_version": joblib.__version__,
+        "python_version": platform.python_version(),
+        "features": describe_features(pipeline),
+        "labels": metrics["labels"],
+        "default_threshold": DEFAULT_THRESHOLD,
+        "training_data_sha256": metrics["training_data_sha256"],
+        "n_examples": metrics["n_examples"],
+        "n_per_class": metrics["n_per_class"],
+        "metrics": {k: v for k, v in metrics.items() if k == "cv"},
+        "model_file": MODEL_FILE,
+        "model_bytes": len(blob),
+        "model_sha256": sha,
+    }
+    tmp = out / (MODEL_FILE + ".tmp")
+    tmp.write_bytes(blob)
+    tmp.replace(out / MODEL_FILE)
+    (out / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=False) + "\n")
+    return meta
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+def _shipped():
+    return resources.files("faultline.models").joinpath("trained")
+
+
+def shipped_meta() -> dict:
+    return json.loads(_shipped().joinpath(META_FILE).read_bytes())
+
+
+def _trusted_hashes(meta: dict) -> set[str]:
+    return {meta["model_sha256"], *meta.get("trusted_sha256", [])}
+
+
+def _unpickle(blob: bytes, meta: dict):
+    import joblib
+    import sklearn
+
+    if meta.get("sklearn_version") and meta["sklearn_version"] != sklearn.__version__:
+        warnings.warn(f"{MODEL_FILE} was trained with scikit-learn {meta['sklearn_version']}, running "
+                      f"{sklearn.__version__}; retrain with `faultline train-classifier`", stacklevel=3)
+    return joblib.load(io.BytesIO(blob))
+
+
+def load_model(path: str | Path | None = None) -> LoadedModel:
+    """The shipped model, verified against its metadata before it is unpickled.
+
+    ``path`` (a model file, or a folder holding ``unknown_classifier.joblib``) is accepted only
+    when its sha256 is named by the *shipped* metadata; anything else raises
+    :class:`ModelIntegrityError` without being unpickled.
+    """
+    if path is None:
+        return _load_shipped()
+    p = Path(path)
+    file = p / MODEL_FILE if p.is_dir() else p
+    blob = file.read_bytes()
+    sha = hashlib.sha256(blob).hexdigest()
+    meta = shipped_meta()
+    if sha not in _trusted_hashes(meta):
+        raise ModelIntegrityError(
+            f"refusing to load {file}: sha256 {sha[:16]}... is not a model the shipped metadata names "
+            f"(faultline only unpickles its own shipped model; retrain into the package with "
+            f"`faultline train-classifier`)")
+    return LoadedModel(_unpickle(blob, meta), meta)
+
+
+@lru_cache(maxsize=1)
+def _load_shipped() -> LoadedModel:
+    root = _shipped()
+    meta = json.loads(root.joinpath(META_FILE).read_bytes())
+    blob = root.joinpath(meta.get("model_file", MODEL_FILE)).read_bytes()
+    sha = hashlib.sha256(blob).hexdigest()
+    if sha != meta["model_sha256"]:
+        raise ModelIntegrityError(f"shipped {MODEL_FILE} does not match its metadata (sha256 {sha[:16]}... "
+                                  f"!= {meta['model_sha256'][:16]}...); refusing to unpickle it")
+    return LoadedModel(_unpickle(blob, meta), meta)
+
+
+def clear_cache() -> None:
+    """Forget the loaded shipped model (after retraining into the package)."""
+    _load_shipped.cache_clear()
+
+
+# --- prediction --------------------------------------------------------------------------------
+
+def predict_proba_top(texts: pl.Series, model: LoadedModel) -> pl.DataFrame:
+    """Top class and its probability for each *masked* text, computed once per distinct text."""
+    uniq = texts.unique(maintain_order=True)
+    if uniq.len() == 0:
+        return pl.DataFrame({"text": [], "top": [], "p": []},
+                            schema={"text": pl.String, "top": pl.String, "p": pl.Float64})
+    proba = model.pipeline.predict_proba(uniq.to_list())
+    idx = proba.argmax(axis=1)
+    classes = np.asarray(model.classes, dtype=object)
+    return pl.DataFrame({"text": uniq, "top": classes[idx].tolist(), "p": proba[np.arange(len(idx)), idx]},
+                        schema={"text": pl.String, "top": pl.String, "p": pl.Float64})
+
+
+def predict(messages: pl.Series, *, threshold: float = DEFAULT_THRESHOLD,
+            model: LoadedModel | None = None) -> pl.DataFrame:
+    """One row per message: ``category`` (``unknown`` below ``threshold``) and ``confidence``
+    (the model's probability of its top class). Messages are masked here; empty and null
+    messages are ``unknown`` with confidence 0."""
+    model = model or load_model()
+    texts = mask(messages)
+    top = predict_proba_top(texts.filter(texts.str.strip_chars() != ""), model)
+    df = pl.DataFrame({"text": texts}).join(top, on="text", how="left", maintain_order="left")
+    return df.select(
+        category=pl.when(pl.col("p") >= threshold).then(pl.col("top")).otherwise(pl.lit("unknown")),
+        confidence=pl.col("p").fill_null(0.0),
+    )
+
+
+def _event_text(events: pl.DataFrame) -> pl.Expr:
+    """The text the model reads for an event: the whole message (joined lines on one line),
+    or the template when there is no message column."""
+    if "message" in events.columns:
+        return pl.col("message").str.replace_all("\n", " ", literal=True)
+    return pl.col("template")
+
+
+def apply_model(events: pl.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
+                model: LoadedModel | None = None, domains: dict[str, str] | None = None) -> pl.DataFrame:
+    """Upgrade rule-``unknown`` events with the model's category where it is sure enough.
+
+    Only rows with ``category == "unknown"`` are looked at. Where the model's top class reaches
+    ``threshold``: ``category`` becomes it, ``rule_id`` becomes
+    ``model:unknown_classifier@<version>`` and ``domain`` (if present) follows the category.
+    ``model_confidence`` (Float64) is added: the model's top probability for every row it looked
+    at (also those it left ``unknown``), null for rows the rules decided. Row order is kept.
+    """
+    if "model_confidence" in events.columns:
+        events = events.drop("model_confidence")
+    unk = pl.col("category") == "unknown"
+    n_unk = events.select(unk.sum()).item() if events.height else 0
+    if not n_unk:
+        return events.with_columns(model_confidence=pl.lit(None, pl.Float64))
+    model = model or load_model()
+    if domains is None and "domain" in events.columns:
+        from .ruleset import load_ruleset
+        domains = load_ruleset().taxonomy.domains
+    ev = events.with_row_index("_mrow")
+    sub = ev.filter(unk).select("_mrow", _event_text(ev).alias("_mtext"))
+    pred = predict(sub["_mtext"], threshold=threshold, model=model)
+    upd = sub.select("_mrow").with_columns(_mcat=pred["category"], model_confidence=pred["confidence"])
+    ev = ev.join(upd, on="_mrow", how="left", maintain_order="left")
+    hit = pl.col("_mcat").is_not_null() & (pl.col("_mcat") != "unknown")
+    cols = [pl.when(hit).then(pl.col("_mcat")).otherwise(pl.col("category")).alias("category")]
+    if "rule_id" in ev.columns:
+        cols.append(pl.when(hit).then(pl.lit(model.rule_id)).otherwise(pl.col("rule_id")).alias("rule_id"))
+    else:
+        cols.append(pl.when(hit).then(pl.lit(model.rule_id)).otherwise(pl.lit(None, pl.String)).alias("rule_id"))
+    if "domain" in ev.columns:
+        cols.append(pl.when(hit).then(pl.col("_mcat").replace_strict(domains, default="unknown"))
+                    .otherwise(pl.col("domain")).alias("domain"))
+    return ev.with_columns(cols).drop("_mrow", "_mcat")
