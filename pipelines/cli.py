@@ -7,8 +7,12 @@ from . import __version__
 from .commands.classify import classify
 from .commands.demo import demo
 from .commands.evaluate import evaluate
+from .commands.explain import explain
+from .commands.export import export
+from .commands.report import report
 from .commands.run import run
 from .commands.simulate import simulate
+from .commands.sql import sql
 from .classify.train_cli import train_classifier
 
 
@@ -28,6 +32,10 @@ main.add_command(simulate)
 main.add_command(demo)
 main.add_command(evaluate)
 main.add_command(train_classifier)
+main.add_command(sql)
+main.add_command(report)
+main.add_command(explain)
+main.add_command(export)
 
 if __name__ == "__main__":
     main()

@@ -27,9 +27,10 @@ ASSETS = {  # key: (group, kinds, upstream)
     "out_warehouse": ("out", {"duckdb"}, {"core_events", "core_jobs", "core_inventory", "raw_slurm_accounting",
                                           "raw_flight_recorder", "ingest_audit", "quarantine"}),
     "out_analytics": ("out", {"polars", "parquet"}, {"core_events", "core_jobs", "core_inventory", "ingest_audit"}),
+    "out_report": ("out", {"html"}, {"out_analytics"}),
 }
 CHECKS = {("ingest_audit", "lines_balanced"), ("core_events", "lake_fresh")} | {
-    (a, "lake_schema") for a in ASSETS if a not in ("out_warehouse", "out_analytics")}
+    (a, "lake_schema") for a in ASSETS if a not in ("out_warehouse", "out_analytics", "out_report")}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_asset_graph_snapshot(repo):
 def test_jobs_schedules_sensors_snapshot(repo):
     assert sorted(j.name for j in repo.get_all_jobs() if not j.name.startswith("__")) == ["analytics_job", "ingest_job"]
     job = repo.get_job("ingest_job")
-    assert {k.to_user_string() for k in job.asset_layer.asset_graph.get_all_asset_keys()} >= set(ASSETS) - {"out_analytics"}
+    assert {k.to_user_string() for k in job.asset_layer.asset_graph.get_all_asset_keys()} >= set(ASSETS) - {"out_analytics", "out_report"}
     assert [(s.name, s.cron_schedule, s.execution_timezone, s.job_name) for s in repo.schedule_defs] == [
         ("nightly_analytics", "45 3 * * *", "UTC", "analytics_job"), ("nightly_ingest", "15 2 * * *", "UTC", "ingest_job")]
     assert [(s.name, s.job_name) for s in repo.sensor_defs] == [("landing_sensor", "ingest_job")]
@@ -59,7 +60,7 @@ def test_jobs_schedules_sensors_snapshot(repo):
 
 def test_partitions_defined_once(repo):
     g = repo.asset_graph
-    whole_history = {dg.AssetKey("out_analytics")}
+    whole_history = {dg.AssetKey("out_analytics"), dg.AssetKey("out_report")}
     partitioned = [g.get(k).partitions_def for k in g.get_all_asset_keys() if k not in whole_history]
     assert len({id(p) for p in partitioned}) == 1          # one object, imported everywhere
     (landing_partitions,) = {id(p): p for p in partitioned}.values()

@@ -28,7 +28,8 @@ EXAMPLES = [
 @click.option("--seed", type=int, default=1, show_default=True)
 def demo(workdir: Path, warehouse: Path, seed: int):
     """Simulate the demo fleet (3 providers, ~100 nodes, 7 days), run the pipeline and the
-    analytics on it, then print where everything is and three queries to try."""
+    analytics on it, write the nightly report, then print where everything is and three
+    queries to try."""
     from ..analytics.evaluate import evaluate
     from ..runner import run_pipeline
     from ..simulate import simulate
@@ -39,7 +40,7 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     sim = simulate(landing, scenario="demo", seed=seed, overwrite=True)
     click.echo(f"    {sim['nodes']} nodes, {sim['jobs']} jobs ({sim['failed_jobs']} failed), {sim['faults']} faults, "
                f"{sim['files']} files, {sim['bytes'] / 1e6:.0f} MB", err=True)
-    click.echo("2/3 running the pipeline (ingest every partition, then the analytics) ...", err=True)
+    click.echo("2/3 running the pipeline (ingest every partition, then the analytics and the report) ...", err=True)
     tty = sys.stderr.isatty()
 
     def progress(done, total, part, stats):
@@ -54,13 +55,15 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     click.echo(f"    {summary['partitions']} partitions, {summary['lines']:,} lines, {summary['events']:,} events, "
                f"{summary['quarantined']} quarantined; analytics: "
                + ", ".join(f"{k} {v}" for k, v in summary.get("analytics", {}).items()), err=True)
-    click.echo("3/3 scoring the results against the simulator's truth ...", err=True)
+    click.echo("3/3 scoring against the simulator's truth ...", err=True)
+    report_html, report_md = warehouse / "report.html", warehouse / "report.md"   # written by out_report
     fig = evaluate(landing / "_truth", warehouse)["figures"]
     click.echo(f"\nfaultline demo done in {time.perf_counter() - t0:.0f}s\n")
     click.echo(f"  landing folder  {landing}   (truth: {landing / '_truth'})")
     click.echo(f"  lake            {warehouse / 'lake'}   (hive-partitioned Parquet)")
     click.echo(f"  analytics       {warehouse / 'analytics'}")
     click.echo(f"  DuckDB views    {warehouse / 'faultline.duckdb'}   (duckdb -readonly {warehouse / 'faultline.duckdb'})")
+    click.echo(f"  report          {report_html}  (Markdown: {report_md})")
     click.echo(f"\n  root-cause macro-F1 {fig['root_cause_macro_f1']:.2f} over {fig['failed_jobs']} failed jobs, "
                f"culprit accuracy {fig['culprit_top1_hw_net']:.2f} on hardware/network failures "
                f"(full figures: faultline evaluate --truth {landing / '_truth'} --warehouse {warehouse})")

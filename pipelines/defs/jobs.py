@@ -14,10 +14,10 @@ ingest_job = dg.define_asset_job(
     description="Ingest one landing partition (date x cluster) and refresh the DuckDB views.",
 )
 
-from .analytics.assets import out_analytics  # noqa: E402
+from .analytics.assets import out_analytics, out_report  # noqa: E402
 
 analytics_job = dg.define_asset_job(
     "analytics_job",
-    selection=dg.AssetSelection.assets(out_analytics),
-    description="Recompute incidents, job-failure attribution, rates and lemons over the whole lake.",
+    selection=dg.AssetSelection.assets(out_analytics, out_report),
+    description="Recompute incidents, job-failure attribution, rates and lemons over the whole lake; write the report.",
 )

@@ -1,4 +1,6 @@
-"""Analytics over the whole history: incidents, job-failure attribution, rates, lemons."""
+"""Analytics over the whole history (incidents, attribution, rates, lemons) and the report."""
+
+from pathlib import Path
 
 import dagster as dg
 
@@ -20,4 +22,17 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     return dg.MaterializeResult(metadata={
         **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
         "views": dg.MetadataValue.json(report.views),
+    })
+
+
+@dg.asset(kinds={"html"}, group_name="out", deps=[out_analytics])
+def out_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
+    """The nightly root-cause report (``report.html`` and ``report.md`` in the warehouse)."""
+    from ...report import build_report
+
+    html = build_report(lake.warehouse, Path(lake.warehouse) / "report.html")
+    md = build_report(lake.warehouse, Path(lake.warehouse) / "report.md", fmt="md")
+    return dg.MaterializeResult(metadata={
+        "html": dg.MetadataValue.path(str(html)), "markdown": dg.MetadataValue.path(str(md)),
+        "html_bytes": dg.MetadataValue.int(html.stat().st_size),
     })

@@ -1,0 +1,46 @@
+"""The nightly report: one self-contained HTML page (or Markdown) per night of a warehouse.
+
+    from faultline.report import build_report
+    build_report("warehouse", "out/report.html")            # the latest night
+    build_report("warehouse", "out/report.md", fmt="md", day=datetime.date(2026, 11, 3))
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from .sanitize import md_escape, sanitize, slug
+
+__all__ = ["build_report", "render", "sanitize", "md_escape", "slug"]
+
+
+def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = "html") -> str:
+    """The report text for ``day`` (default: the last day in the warehouse)."""
+    from .. import queries
+    from .data import load
+    from .renderer import render_html, render_markdown
+
+    if fmt not in ("html", "md"):
+        raise ValueError(f"unknown report format {fmt!r} (html or md)")
+    con = queries.connect(warehouse)
+    try:
+        data = load(con, str(Path(warehouse).resolve()), day)
+    finally:
+        con.close()
+    return render_html(data) if fmt == "html" else render_markdown(data)
+
+
+def build_report(warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.date | None = None,
+                 fmt: str = "html") -> Path:
+    """Write the report to ``out`` (atomically: a temporary sibling, then a rename)."""
+    text = render(warehouse, day, fmt)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
