@@ -48,16 +48,22 @@ class RuleSet:
     version: str                     # content hash of all rule data
 
     @cached_property
-    def prefilter(self) -> str:
-        """One regex of literals: a line that misses it can only be benign."""
-        # rules that only call a line benign need no keywords here: a line that misses the
-        # prefilter is benign anyway (kept benign lines, e.g. GPU identity, do need them)
+    def prefilter_literals(self) -> tuple[str, ...]:
+        """The literals of the prefilter: a line containing none of them can only be benign.
+
+        Rules that only call a line benign add none (a line that misses the prefilter is
+        benign anyway; kept benign lines, e.g. GPU identity, do add theirs), and a literal
+        that contains a shorter one adds nothing to the match.
+        """
         lits = {k for r in self.rules if r.category != "benign" or r.keep for k in r.keywords}
         lits |= set(self.error_words)
-        # a literal that contains a shorter one adds nothing to the match: fewer, faster
         short = sorted(lits, key=len)
-        minimal = [x for i, x in enumerate(short) if not any(y in x for y in short[:i])]
-        return "|".join(re.escape(x) for x in sorted(minimal))
+        return tuple(sorted(x for i, x in enumerate(short) if not any(y in x for y in short[:i])))
+
+    @cached_property
+    def prefilter(self) -> str:
+        """The literals as one regex (polars/Rust regex: literal alternations run as SIMD search)."""
+        return "|".join(re.escape(x) for x in self.prefilter_literals)
 
     @cached_property
     def error_regex(self) -> str:
