@@ -15,7 +15,7 @@ EXAMPLES = [
      "faultline sql \"SELECT provider, round(rate_per_1k,1) AS rate, round(ci_low,1) AS lo, round(ci_high,1) AS hi, "
      "infra_failed_jobs FROM provider_scoreboard WHERE level = 'provider' ORDER BY rate DESC\""),
     ("Xid 79s per rack",
-     "faultline sql \"SELECT e.provider, i.rack, count(*) AS xid79 FROM events e JOIN inventory i USING (provider, cluster, node) "
+     "faultline sql \"SELECT e.provider, i.rack, count(*) AS xid79 FROM events e JOIN inventory_latest i USING (provider, cluster, node) "
      "WHERE e.xid = 79 GROUP BY ALL ORDER BY xid79 DESC\""),
 ]
 
