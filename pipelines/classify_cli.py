@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import sys
 
 import polars as pl
@@ -32,9 +33,12 @@ def _maybe_decompress(data: bytes):
     import tempfile
     if data[:2] == b"\x1f\x8b" or data[:4] == b"\x28\xb5\x2f\xfd":
         tmp = tempfile.NamedTemporaryFile(suffix=".gz" if data[:2] == b"\x1f\x8b" else ".zst", delete=False)
-        tmp.write(data)
-        tmp.close()
-        stream, _b, _s = reader.open_log(tmp.name)
+        try:
+            tmp.write(data)
+            tmp.close()
+            stream, _b, _s = reader.open_log(tmp.name)
+        finally:        # the open stream keeps the data readable; no temp file is left behind
+            os.unlink(tmp.name)
         return stream
     return io.BytesIO(data)
 

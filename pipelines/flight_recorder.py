@@ -260,9 +260,9 @@ def rank_from_filename(name: str) -> int | None:
     stem = Path(name).name
     m = _RANK_RE.findall(stem)
     if m:
-        return int(m[-1])
+        return _as_int(int(m[-1]))          # None past int64
     m2 = re.fullmatch(r"(\d+)(?:\.\w+)*", stem)
-    return int(m2.group(1)) if m2 else None
+    return _as_int(int(m2.group(1))) if m2 else None
 
 
 def load_dump_files(paths: Iterable[str | Path], **kwargs: Any) -> dict[int, dict]:

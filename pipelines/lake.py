@@ -114,6 +114,19 @@ def atomic_write(final: Path, df: pl.DataFrame) -> Path:
     return final
 
 
+def atomic_write_text(final: Path, text: str) -> Path:
+    """Write text beside ``final`` and rename it into place (reports, metric files)."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
+
+
 def analytics_root(warehouse: str | os.PathLike) -> Path:
     """Derived tables over the whole history: ``<warehouse>/analytics/<name>.parquet``."""
     return Path(warehouse).resolve() / "analytics"

@@ -221,7 +221,31 @@ def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFil
             pf.other.append(path)
     for k in pf.kernel:
         k.boot = boots.get(k.node)
+    pf.problems.extend(owned_discovery_problems(root, part))
     return pf
+
+
+def owned_discovery_problems(landing: str | os.PathLike, part: Partition) -> list[Problem]:
+    """The problems ``discover`` found above the day folders (a symlinked day, cluster or
+    provider folder, an invalid date) that ``part`` reports: each is owned by the first
+    partition under the nearest folder above it that has partitions, so it is reported
+    in quarantine exactly once."""
+    root = _root(landing)
+    days = [d for d in _children(root, root / part.provider / part.cluster, [], dirs=True) if valid_date(d.name)] \
+        if (root / part.provider / part.cluster).is_dir() else []
+    if not days or days[0].name != part.date:
+        return []           # only the first day of a cluster can own anything (cheap exit)
+    found = discover(root)
+    owned = []
+    for problem in found.problems:
+        segs = problem.path.split("/")
+        for k in range(len(segs) - 1, -1, -1):
+            under = [q for q in found.partitions if q.relpath.split("/")[:k] == segs[:k]]
+            if under:
+                if under[0] == part:
+                    owned.append(problem)
+                break
+    return owned
 
 
 def fingerprint(landing: str | os.PathLike, part: Partition) -> dict[str, list[int]]:
@@ -241,7 +265,10 @@ def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
     path = root / "inventory.csv"
     if not path.is_file() or path.is_symlink():
         raise LandingError(f"{path} is missing (or not a regular file)")
-    df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+    try:
+        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+    except pl.exceptions.PolarsError as exc:       # a ragged row, a bad quote, ...
+        raise LandingError(f"{path}: unreadable CSV: {exc}") from exc
     df = df.rename({c: c.strip().lower() for c in df.columns})
     missing = [c for c in INVENTORY_REQUIRED if c not in df.columns]
     if missing:

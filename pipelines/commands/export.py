@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 from pathlib import Path
 
 import click
@@ -166,12 +165,7 @@ def export_prometheus(warehouse: Path, out: Path | None, day):
     if out is None:
         click.echo(text, nl=False)
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
     # the collector reads *.prom files: write aside and rename so it never sees half a file
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from ..lake import atomic_write_text
+    atomic_write_text(out, text)
     click.echo(f"{text.count(chr(10))} lines -> {out}", err=True)

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
@@ -30,6 +31,7 @@ JOB_CONT_RE = (r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception 
                r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)")
 EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")   # GARBAGE_RE's ASCII part, on bytes
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
 KERNEL_JOIN_GAP = 3      # physical lines an NVRM/SXid continuation may trail its start by
 PREFIX_FORMATS = [       # (format name, prefix field that identifies it), first hit wins
@@ -71,6 +73,7 @@ class ParseResult:
     format: str | None = None
     message: str | None = None
     per_line: pl.DataFrame | None = None     # full mode: one row per physical line
+    content_sha256: str | None = None        # of the content read (decompressed); None if unread
 
     @property
     def balanced(self) -> bool:
@@ -87,6 +90,7 @@ class FileScan:
     bytes_read: int = 0
     fmt: str | None = None
     error: str | None = None
+    content_sha256: str | None = None
 
 
 def _frame(data: bytes, skip_first: bool) -> pl.Series:
@@ -143,11 +147,14 @@ def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=N
         scan.lines_read += lines.height
         if scan.fmt is None:
             scan.fmt = _detect_format(lines.head(FORMAT_SAMPLE_LINES)["raw"])
-        dirty = (not block.isascii()) or block.has(b"\x00")
+        dirty = (not block.isascii()) or bool(_CONTROL_BYTES.search(block.head) or _CONTROL_BYTES.search(block.body))
         sel = _flags(lines.lazy(), dirty, block)
+        # an overlong line is quarantined with a preview: rules never see megabytes of it
+        sel = sel.with_columns(raw=pl.when(pl.col("_long")).then(pl.col("raw").str.slice(0, reader.PREVIEW_BYTES))
+                               .otherwise(pl.col("raw")))
         if not ctx.full:
             sel = sel.filter(_candidate_expr(ctx, rs, scan.fmt))
-        cand = sel.collect()
+        cand = sel.collect(engine="streaming")   # the prefilter runs on both cores
         if cand.height:
             if not ctx.full:
                 # fresh strings: a filtered string view would pin the whole block in memory
@@ -156,6 +163,7 @@ def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=N
         if on_block is not None:
             on_block(scan)
     scan.bytes_read = stats.bytes_read
+    scan.content_sha256 = stats.digest.hexdigest()
     scan.error = getattr(getattr(stream, "raw", None), "error", None)
     return scan
 
@@ -320,14 +328,15 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         n_q = int((q["_file"] == i).sum()) if q is not None else 0
         res = ParseResult(conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
                           conform(qq, QUARANTINE, name="quarantine"), s.lines_read, event_lines, 0, n_q,
-                          s.bytes_read, s.fmt, s.error, per_line)
+                          s.bytes_read, s.fmt, s.error, per_line, s.content_sha256)
         res.benign = s.lines_read - event_lines - n_q
         out.append(res)
     return out
 
 
 def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
-    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw"))).unnest("p")
+    # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
+    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw").str.strip_chars_start("\x00"))).unnest("p")
     c = derive_timestamps(c, boots_by_file=boots or None)
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs)

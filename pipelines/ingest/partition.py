@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from ..classify.ruleset import RuleSet, load_ruleset
-from ..flight_recorder import (MAX_DUMP_BYTES, FlightRecorderError, FlightRecorderRefused, load_dump,
+from ..flight_recorder import (MAX_DUMP_BYTES, FlightRecorderError, FlightRecorderRefused, _as_int, load_dump,
                                rank_from_filename, summarize_dumps, suspect_rank)
 from ..landing import Partition, PartitionFiles, partition_files
 from ..schema import AUDIT, EVENTS, QUARANTINE
@@ -130,8 +130,11 @@ def _flight(files: list[tuple[str, Path]], acc: _Acc) -> pl.DataFrame:
             try:
                 dump = load_dump(path.read_bytes())
                 rank = dump.get("rank")
-                rank = int(rank) if isinstance(rank, int) and not isinstance(rank, bool) else rank_from_filename(path.name)
-                if rank is None:
+                named = isinstance(rank, int) and not isinstance(rank, bool)
+                rank = _as_int(rank) if named else rank_from_filename(path.name)
+                if named and rank is None:
+                    reason, detail = "flight_recorder_invalid", "the dump's rank is outside the int64 range"
+                elif rank is None:
                     reason, detail = "flight_recorder_no_rank", "the dump names no rank and neither does its file name"
                 elif rank in by_job.get(job_id, {}):
                     reason, detail = "flight_recorder_duplicate_rank", f"rank {rank} already read from another file"
@@ -157,6 +160,16 @@ def _flight(files: list[tuple[str, Path]], acc: _Acc) -> pl.DataFrame:
                                                                 ("provider", "cluster", "date")})
 
 
+REFUSED_DETAIL = {     # per landing.Problem reason
+    "symlink": "not read: symlinks are never followed",
+    "outside_landing": "not read: paths resolving outside the landing folder are never followed",
+    "not_a_file": "not read: not a regular file (a FIFO, socket or device)",
+    "not_a_directory": "not read: not a directory",
+    "invalid_name": "not read: names may only hold letters, digits, '.', '_' and '-'",
+    "invalid_date": "not read: a day folder must be named YYYY-MM-DD (a valid date)",
+}
+
+
 def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, date: str | dt.date,
                      rs: RuleSet | None = None) -> PartitionTables:
     """Parse every file of ``landing/provider/cluster/date`` (see the module docstring)."""
@@ -168,7 +181,7 @@ def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, da
     for problem in pf.problems:
         acc.quarantine.append(pl.DataFrame(
             {"source": [problem.path], "line_no": [None], "reason": [f"refused_{problem.reason}"],
-             "detail": ["not read: symlinks and paths outside the landing folder are never followed"],
+             "detail": [REFUSED_DETAIL.get(problem.reason, f"not read: {problem.reason.replace('_', ' ')}")],
              "preview": [""]}, schema=QUARANTINE))
 
     def ctx(path: Path, kind: str, **kw) -> SourceContext:
@@ -184,7 +197,19 @@ def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, da
         items.append((pf.slurmctld, "slurmctld", ctx(pf.slurmctld, "slurmctld")))
     results = parse_files([(path, c) for path, _kind, c in items], rs)
     kernel, job = [], []
+    first_copy: dict[str, Path] = {}      # content sha256 -> first file delivering it
     for (path, kind, _c), res in zip(items, results):
+        key = res.content_sha256 if not res.message and res.lines_read else None
+        if key in first_copy:
+            # the same content delivered twice (another name, or compressed): audited as
+            # read (balanced), but its events and line rows are counted once, from the first
+            detail = f"same content as {pf.rel(first_copy[key])}; its events are counted once"
+            acc.quarantine_file(path, "duplicate_file", detail)
+            res.quarantine, res.message = res.quarantine.clear(), detail
+            acc.add_parse(path, kind, res)
+            continue
+        if key is not None:
+            first_copy[key] = path
         acc.add_parse(path, kind, res)
         (kernel if kind == "kernel" else job).append(res.events)
     jobs, steps = (_sacct(pf.sacct, acc) if pf.sacct is not None

@@ -85,6 +85,17 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
                                 time_zone="UTC")
 
 
+MAX_MONO_SECONDS = 1e10         # seconds since boot beyond this (~317 years) are malformed
+_TS_MIN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_TS_MAX = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _sane(ts: pl.Expr) -> pl.Expr:
+    """``ts`` where it lies in 1970-9000 (UTC), else null (an absurd or overflowed stamp)."""
+    lo, hi = pl.lit(_TS_MIN, pl.Datetime("us", "UTC")), pl.lit(_TS_MAX, pl.Datetime("us", "UTC"))
+    return pl.when((ts >= lo) & (ts < hi)).then(ts)
+
+
 def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
                       boots: list[dt.datetime] | None = None,
                       boots_by_file: dict[int, list[dt.datetime]] | None = None) -> pl.DataFrame:
@@ -123,14 +134,17 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
 
     mono = pl.coalesce(c("mono").cast(pl.Float64, strict=False),
                        c("kmsg_us").cast(pl.Float64, strict=False) / 1e6)
+    # malformed stamps (seconds since boot beyond ~300 years, times outside 1970-9000) are
+    # no time at all: nulled here, they never overflow the casts below or Python datetimes
+    mono = pl.when(mono <= MAX_MONO_SECONDS).then(mono)
     p = p.with_columns(
-        _abs=abs_ts,
-        _naive=pl.coalesce(naive_ts, ctime_ts, fm_ts),
-        _yearless=pl.coalesce(bsd_ts, glog_ts, h_ts),
+        _abs=_sane(abs_ts),
+        _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
+        _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, h_ts)),
         _mono=mono,
     )
     p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
-    boot_ts = c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64))
+    boot_ts = _sane(c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64)))
     ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
     src = (pl.when(c("_abs").is_not_null()).then(pl.lit("absolute"))
            .when(c("_naive").is_not_null()).then(pl.lit("naive_utc"))

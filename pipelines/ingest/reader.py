@@ -6,6 +6,7 @@ archives keep what was readable; both are reported as ``ReadIssue`` rows, never 
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import queue
@@ -59,6 +60,7 @@ class ReadStats:
     bytes_read: int = 0           # bytes of (decompressed) content
     compressed_bytes: int = 0
     issues: list[ReadIssue] = field(default_factory=list)
+    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)   # of the (decompressed) content
 
 
 class _GzipStream:
@@ -77,15 +79,65 @@ class _GzipStream:
                     if not self.d.eof:
                         self._truncated = True
                 break
-            self.buf += self.d.decompress(comp)
-            while self.d.eof and self.d.unused_data:
-                rest = self.d.unused_data
-                self.d = zlib.decompressobj(wbits=31)
-                self.buf += self.d.decompress(rest)
+            try:
+                self.buf += self.d.decompress(comp)
+                while self.d.eof and self.d.unused_data:
+                    rest = self.d.unused_data
+                    self.d = zlib.decompressobj(wbits=31)
+                    self.buf += self.d.decompress(rest)
+            except zlib.error as exc:     # junk after a member, or corruption: hand out
+                self.done, self._error = True, exc    # what was decoded first, raise after
+                break
         out, self.buf = self.buf[:n], self.buf[n:]
+        if not out and getattr(self, "_error", None) is not None:
+            exc, self._error = self._error, None
+            raise exc
         if not out and getattr(self, "_truncated", False):
             self._truncated = False
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _ZstdStream:
+    """Incremental zstd (multi-frame); raises ``EOFError`` when the input ends mid-frame
+    (zstandard's stream_reader returns b'' there), after handing out what it decoded.
+
+    Input is fed in small pieces so one call expands to at most ~32 MiB (zstd's ratio is
+    bounded by ~32768), whatever the archive: the size bound stays effective."""
+
+    PIECE = 1 << 10
+
+    def __init__(self, raw: BinaryIO):
+        self.raw, self.buf, self.pos, self.done = raw, b"", 0, False
+        self.d = zstandard.ZstdDecompressor().decompressobj()
+        self.pending = b""                         # compressed input not fed yet
+        self.in_frame = False                      # input fed since the last complete frame
+
+    def read(self, n: int) -> bytes:
+        while len(self.buf) - self.pos < n and not self.done:
+            if not self.pending:
+                self.pending = self.raw.read(1 << 16)
+                if not self.pending:
+                    self.done = True
+                    break
+            piece, self.pending = self.pending[: self.PIECE], self.pending[self.PIECE:]
+            got = []
+            while piece:
+                self.in_frame = True
+                got.append(self.d.decompress(piece))
+                if not self.d.eof:
+                    break
+                piece, self.in_frame = self.d.unused_data, False
+                self.d = zstandard.ZstdDecompressor().decompressobj()
+            self.buf, self.pos = self.buf[self.pos:] + b"".join(got), 0
+        out = self.buf[self.pos: self.pos + n]
+        self.pos += len(out)
+        if not out and self.done and self.in_frame:
+            self.in_frame = False
+            raise EOFError("compressed file ended before the end of its last frame")
         return out
 
     def close(self) -> None:
@@ -133,7 +185,7 @@ def open_log(path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES
         inner: BinaryIO = _GzipStream(raw)
         what = "gzip archive"
     elif head == b"\x28\xb5\x2f\xfd" or path.endswith(".zst"):
-        inner = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        inner = _ZstdStream(raw)
         what = "zstd archive"
     else:
         return raw, None, size
@@ -179,6 +231,7 @@ def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_S
     cr_mode: bool | None = None
     sniff = b""                   # undecided start: CR-only is decided on >= 64 KiB or EOF
     for chunk in _prefetch(stream, block_size):
+        stats.digest.update(chunk)
         if cr_mode is None:
             sniff += chunk
             if chunk and b"\n" not in sniff and len(sniff) < CR_SNIFF_BYTES:

@@ -34,13 +34,5 @@ def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = 
 def build_report(warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.date | None = None,
                  fmt: str = "html") -> Path:
     """Write the report to ``out`` (atomically: a temporary sibling, then a rename)."""
-    text = render(warehouse, day, fmt)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    from ..lake import atomic_write_text
+    return atomic_write_text(Path(out), render(warehouse, day, fmt))
