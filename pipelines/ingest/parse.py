@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import io
 import os
-import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
@@ -31,7 +30,9 @@ JOB_CONT_RE = (r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception 
                r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)")
 EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
-_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")   # GARBAGE_RE's ASCII part, on bytes
+# bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
+# those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
+_CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
 KERNEL_JOIN_GAP = 3      # physical lines an NVRM/SXid continuation may trail its start by
 PREFIX_FORMATS = [       # (format name, prefix field that identifies it), first hit wins
@@ -147,15 +148,15 @@ def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=N
         scan.lines_read += lines.height
         if scan.fmt is None:
             scan.fmt = _detect_format(lines.head(FORMAT_SAMPLE_LINES)["raw"])
-        dirty = (not block.isascii()) or bool(_CONTROL_BYTES.search(block.head) or _CONTROL_BYTES.search(block.body))
+        dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
         sel = _flags(lines.lazy(), dirty, block)
-        # an overlong line is quarantined with a preview: rules never see megabytes of it
-        sel = sel.with_columns(raw=pl.when(pl.col("_long")).then(pl.col("raw").str.slice(0, reader.PREVIEW_BYTES))
-                               .otherwise(pl.col("raw")))
         if not ctx.full:
             sel = sel.filter(_candidate_expr(ctx, rs, scan.fmt))
-        cand = sel.collect(engine="streaming")   # the prefilter runs on both cores
+        cand = sel.collect()
         if cand.height:
+            # an overlong line is quarantined with a preview: rules never see megabytes of it
+            cand = cand.with_columns(raw=pl.when(pl.col("_long")).then(
+                pl.col("raw").str.slice(0, reader.PREVIEW_BYTES)).otherwise(pl.col("raw")))
             if not ctx.full:
                 # fresh strings: a filtered string view would pin the whole block in memory
                 cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))

@@ -194,14 +194,17 @@ def open_log(path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES
     return io.BufferedReader(bounded, 1 << 20), bounded, size
 
 
-def _prefetch(stream: BinaryIO, size: int) -> Iterator[bytes]:
-    """Read ahead in a thread: I/O and decompression overlap with parsing (both drop the GIL)."""
+def _prefetch(stream: BinaryIO, size: int, digest=None) -> Iterator[bytes]:
+    """Read ahead in a thread: I/O, decompression and the content hash overlap with parsing
+    (all three drop the GIL)."""
     q: queue.Queue = queue.Queue(maxsize=2)
 
     def produce() -> None:
         try:
             while True:
                 chunk = stream.read(size)
+                if digest is not None:
+                    digest.update(chunk)
                 q.put(chunk)
                 if not chunk:
                     return
@@ -230,8 +233,7 @@ def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_S
     overlong = 0
     cr_mode: bool | None = None
     sniff = b""                   # undecided start: CR-only is decided on >= 64 KiB or EOF
-    for chunk in _prefetch(stream, block_size):
-        stats.digest.update(chunk)
+    for chunk in _prefetch(stream, block_size, stats.digest):
         if cr_mode is None:
             sniff += chunk
             if chunk and b"\n" not in sniff and len(sniff) < CR_SNIFF_BYTES:
