@@ -363,7 +363,9 @@ def summarize_dumps(dumps: Mapping[int, Mapping]) -> pl.DataFrame:
     ``SUMMARY_SCHEMA``. ``last_*`` come from ``pg_status`` (or, when a dump lacks it, from
     its entries); ``last_entry_*`` describe the entry with the highest
     ``collective_seq_id`` of that group; ``n_entries`` counts all entries."""
-    rows = [_summarize_one(int(r), d) for r, d in sorted(dumps.items(), key=lambda kv: int(kv[0]))]
+    # a rank outside int64 cannot be a real rank (fuzzing found one): such a dump is left out
+    ranked = [(_as_int(r), d) for r, d in dumps.items()]
+    rows = [_summarize_one(r, d) for r, d in sorted((rd for rd in ranked if rd[0] is not None), key=lambda rd: rd[0])]
     return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=SUMMARY_SCHEMA)
 
 

@@ -355,3 +355,11 @@ def test_load_dump_arbitrary_bytes_only_raises_flight_recorder_error(data):
     except FlightRecorderError:
         return
     assert isinstance(d, dict)
+
+
+def test_summaries_leave_out_ranks_beyond_int64():
+    """Found by bench/fuzz.py: a rank of 2**63 crashed the summary; it cannot be a real rank."""
+    good = {"pg_status": {"0": {"last_enqueued_collective": 5, "last_started_collective": 5,
+                                "last_completed_collective": 4}}, "entries": []}
+    df = summarize_dumps({2**63: good, 3: good})
+    assert df["rank"].to_list() == [3]
