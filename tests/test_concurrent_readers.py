@@ -12,21 +12,31 @@ from faultline.runner import run_pipeline
 
 READER = r"""
 import json, os, sys, duckdb
+from faultline import queries
 from faultline.warehouse import connect_readonly
 db, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
-ok, errors, counts = 0, [], set()
+wh = os.path.dirname(db)
+ok, named, adhoc, errors, counts = 0, 0, 0, [], set()
 while not os.path.exists(stop):
     try:                                                  # reopened for every query
-        con = duckdb.connect(db, read_only=True) if ok % 2 else connect_readonly(os.path.dirname(db))
+        con = duckdb.connect(db, read_only=True) if ok % 2 else connect_readonly(wh)
         n = con.execute("select count(*) from events").fetchone()[0]
         con.execute("select kind, sum(lines_read) from ingest_audit group by kind").fetchall()
         con.execute("select count(*) from jobs join steps using (job_id)").fetchall()
         con.close()
         counts.add(n)
         ok += 1
+        # what `faultline sql --query NAME` and `faultline sql "SELECT ..."` do
+        queries.run_query(wh, "quarantine_summary")
+        queries.run_query(wh, "top_failing_nodes", {"max_rows": 5})
+        named += 2
+        hc = queries.connect(wh)
+        queries.run_sql(hc, "SELECT provider, count(*) FROM events GROUP BY provider")
+        hc.close()
+        adhoc += 1
     except Exception as exc:
         errors.append(repr(exc)[:300])
-json.dump({"ok": ok, "errors": errors, "counts": sorted(counts)}, open(out, "w"))
+json.dump({"ok": ok, "named": named, "adhoc": adhoc, "errors": errors, "counts": sorted(counts)}, open(out, "w"))
 """
 
 
@@ -43,5 +53,6 @@ def test_readonly_queries_never_fail_during_a_run(landing, warehouse, tmp_path):
         reader.wait(timeout=30)
     result = json.loads(out.read_text())
     assert result["errors"] == [], result["errors"][:5]
-    assert result["ok"] >= 10, result
+    assert result["ok"] >= 10 and result["named"] >= 10 and result["adhoc"] >= 5, result
+    print(f"reader: {result['ok']} view rounds, {result['named']} named and {result['adhoc']} ad-hoc queries, 0 errors")
     assert result["counts"][-1] == 12 and min(result["counts"]) >= 1
