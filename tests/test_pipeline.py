@@ -202,3 +202,14 @@ def test_parallel_workers_write_the_same_lake(landing, tmp_path):
     assert lake_hashes(one) == lake_hashes(two)
     analytics = lambda wh: {p.name: frame_hash(pl.read_parquet(p)) for p in sorted((wh / "analytics").glob("*.parquet"))}  # noqa: E731
     assert analytics(one) == analytics(two) and len(analytics(one)) >= 9
+
+
+def test_audit_checksum_is_the_stored_files_sha256(landing):
+    """Plain files reuse the hash taken while reading (no second pass); it must still be the
+    checksum of the file as stored, for plain and compressed files alike."""
+    from faultline.ingest.parse import file_checksum
+
+    for part in [("northwind", "c1", "2026-11-24"), ("bluepeak", "west-2", "2026-11-24")]:
+        pt = ingest_partition(landing, *part)
+        for source, checksum in pt.audit.select("source", "checksum").iter_rows():
+            assert checksum == file_checksum(landing / source), source

@@ -64,11 +64,13 @@ class _Acc:
 
     def add_audit(self, path: Path, kind: str, *, lines: int = 0, events: int = 0, event_lines: int = 0,
                   benign: int = 0, quarantined: int = 0, bytes_read: int | None = None,
-                  fmt: str | None = None, message: str | None = None) -> None:
+                  fmt: str | None = None, message: str | None = None, content_sha256: str | None = None) -> None:
         size = path.stat().st_size
         self.audit.append({
             "source": self.pf.rel(path), "kind": kind, "bytes": size,
-            "bytes_read": size if bytes_read is None else bytes_read, "checksum": file_checksum(path),
+            "bytes_read": size if bytes_read is None else bytes_read,
+            "checksum": content_sha256 if content_sha256 and _stored_as_read(path, size, bytes_read)
+            else file_checksum(path),
             "lines_read": lines, "events": events, "event_lines": event_lines, "benign": benign,
             "quarantined": quarantined, "format": fmt, "message": message,
         })
@@ -77,7 +79,17 @@ class _Acc:
         self.quarantine.append(res.quarantine)
         self.add_audit(path, kind, lines=res.lines_read, events=res.events.height, event_lines=res.event_lines,
                        benign=res.benign, quarantined=res.quarantined, bytes_read=res.bytes_read,
-                       fmt=res.format, message=res.message)
+                       fmt=res.format, message=res.message, content_sha256=res.content_sha256)
+
+
+def _stored_as_read(path: Path, size: int, bytes_read: int | None) -> bool:
+    """A plain file read to its end: the hash of what was read is the file's checksum (no
+    second pass over the file)."""
+    if bytes_read != size:
+        return False
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    return not (magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd")
 
 
 def _read_boots(path: Path, acc: _Acc) -> list[dt.datetime]:
