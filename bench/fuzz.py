@@ -28,6 +28,7 @@ from pathlib import Path
 import zstandard
 
 from faultline.classify.ruleset import load_ruleset
+from faultline.ingest.reader import physical_lines
 from faultline.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
 from faultline.slurm.sacct import parse_sacct
@@ -183,15 +184,6 @@ class Mutator:
         if r.random() < 0.05:
             doc = doc.replace(b"\n", b"\r\n", r.randint(1, 5))  # mixed line ends
         return doc
-
-
-def physical_lines(data: bytes) -> int:
-    """What the reader counts: LF lines, or CR lines when there is no LF at all."""
-    if not data:
-        return 0
-    sep = b"\r" if b"\n" not in data and b"\r" in data else b"\n"
-    parts = data.split(sep)
-    return len(parts) - (parts[-1] == b"")
 
 
 def encode(rng: random.Random, doc: bytes) -> tuple[str, bytes]:

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import badinput as bi
 from faultline.cli import main as cli
+from faultline.ingest.reader import physical_lines
 from faultline.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
 from faultline.slurm.sacct import parse_sacct
@@ -54,15 +55,6 @@ documents = st.one_of(
 
 
 MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")     # gzip, zstd: read as archives whatever the file name
-
-
-def physical_lines(data: bytes) -> int:
-    """LF lines, or CR lines when the input has no LF at all (what the reader promises)."""
-    if not data:
-        return 0
-    sep = b"\r" if b"\n" not in data and b"\r" in data else b"\n"
-    parts = data.split(sep)
-    return len(parts) - (parts[-1] == b"")
 
 
 def _check(res, data: bytes) -> None:

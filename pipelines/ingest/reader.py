@@ -264,3 +264,13 @@ def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_S
         yield Block(head=head, body=chunk, drop_last=cut + 1 < len(chunk), head_overlong=head_long)
     if carry or overlong:
         yield Block(head=carry, head_overlong=overlong)
+
+
+def physical_lines(data: bytes) -> int:
+    """How many lines the reader promises for ``data``: LF lines, or CR lines when there is
+    no LF at all (a reference for tests and fuzzing; the reader itself never splits in Python)."""
+    if not data:
+        return 0
+    sep = b"\r" if b"\n" not in data and b"\r" in data else b"\n"
+    parts = data.split(sep)
+    return len(parts) - (parts[-1] == b"")
