@@ -5,27 +5,46 @@ goes to a temporary file in the same directory, is fsynced, then ``os.replace``d
 ``data.parquet``: a reader sees the old file or the new one, never a partial one and never
 both. Temporary names never end in ``.parquet``, so globs over ``data.parquet`` skip them;
 leftovers of a killed writer are swept by the next write to that directory.
+
+The warehouse may also be a URL (``s3://bucket/wh``, see ``storage``): then each partition
+file is written to a local temporary file and uploaded as one object (S3 makes an object
+visible only when its PUT, or multipart upload, completes: readers see the old object or
+the new one, never a partial one, and no temporary object ever exists in the bucket).
+Reads go through the fsspec filesystem, one open handle per file (s3fs pins the object's
+ETag, so a file replaced mid-read fails instead of mixing two versions).
 """
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
 import polars as pl
 
+from . import storage
+from .storage import ObjectPath
 from .tables import PARTITION, SORT_KEYS, TABLES, conform
 
 DATA_FILE = "data.parquet"
 TMP_MARK = ".tmp-"
 
 
-def lake_root(warehouse: str | os.PathLike) -> Path:
-    return Path(warehouse).resolve() / "lake"
+def warehouse_root(warehouse: str | os.PathLike | ObjectPath) -> Path | ObjectPath:
+    """The resolved local folder, or the ``ObjectPath`` of a URL warehouse."""
+    if storage.is_url(warehouse):
+        return storage.to_path(warehouse)
+    return Path(warehouse).resolve()
 
 
-def partition_dir(warehouse: str | os.PathLike, table: str, provider: str, cluster: str, date: str) -> Path:
+def lake_root(warehouse: str | os.PathLike) -> Path | ObjectPath:
+    return warehouse_root(warehouse) / "lake"
+
+
+def partition_dir(warehouse: str | os.PathLike, table: str, provider: str, cluster: str,
+                  date: str) -> Path | ObjectPath:
     return lake_root(warehouse) / table / f"provider={provider}" / f"cluster={cluster}" / f"date={date}"
 
 
@@ -95,8 +114,33 @@ def write_partition(warehouse: str | os.PathLike, table: str, df: pl.DataFrame,
     return atomic_write(partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE, body)
 
 
-def atomic_write(final: Path, df: pl.DataFrame) -> Path:
-    """Write ``df`` to a temporary file beside ``final``, fsync, and rename it into place."""
+def _open_read(path: Path | ObjectPath):
+    return path.open("rb") if isinstance(path, ObjectPath) else open(path, "rb")  # noqa: SIM115
+
+
+def _read_object(path: ObjectPath) -> pl.DataFrame | None:
+    """An object's frame from one GET (one version of it), None when there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return pl.read_parquet(io.BytesIO(data))
+
+
+def _put_parquet(final: ObjectPath, df: pl.DataFrame) -> ObjectPath:
+    """Write ``df`` to a local temporary file, then upload it as ``final`` in one PUT."""
+    with tempfile.TemporaryDirectory(prefix="faultline-put-") as tmpdir:
+        tmp = Path(tmpdir) / DATA_FILE
+        with open(tmp, "wb") as f:
+            df.write_parquet(f, compression="zstd", statistics=True)
+        return storage.put_local_file(tmp, final)
+
+
+def atomic_write(final: Path | ObjectPath, df: pl.DataFrame) -> Path | ObjectPath:
+    """Write ``df`` to a temporary file beside ``final``, fsync, and rename it into place
+    (object storage: a local temporary file uploaded as one object)."""
+    if isinstance(final, ObjectPath):
+        return _put_parquet(final, df)
     folder = final.parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(folder)
@@ -115,7 +159,12 @@ def atomic_write(final: Path, df: pl.DataFrame) -> Path:
 
 
 def atomic_write_text(final: Path, text: str) -> Path:
-    """Write text beside ``final`` and rename it into place (reports, metric files)."""
+    """Write text beside ``final`` and rename it into place (reports, metric files); a URL
+    is written as one object."""
+    if storage.is_url(final):
+        obj = storage.to_path(final)
+        obj.fs.pipe_file(obj.path, text.encode("utf-8"))
+        return ObjectPath(obj.fs, obj.path)
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
@@ -127,9 +176,9 @@ def atomic_write_text(final: Path, text: str) -> Path:
     return final
 
 
-def analytics_root(warehouse: str | os.PathLike) -> Path:
+def analytics_root(warehouse: str | os.PathLike) -> Path | ObjectPath:
     """Derived tables over the whole history: ``<warehouse>/analytics/<name>.parquet``."""
-    return Path(warehouse).resolve() / "analytics"
+    return warehouse_root(warehouse) / "analytics"
 
 
 def write_analytics(warehouse: str | os.PathLike, name: str, df: pl.DataFrame) -> Path:
@@ -138,6 +187,9 @@ def write_analytics(warehouse: str | os.PathLike, name: str, df: pl.DataFrame) -
 
 def analytics_present(warehouse: str | os.PathLike) -> list[str]:
     root = analytics_root(warehouse)
+    if isinstance(root, ObjectPath):
+        return sorted(p.name[: -len(".parquet")] for p in storage.list_dir(root)
+                      if p.name.endswith(".parquet") and (p.info or {}).get("type") == "file")
     return sorted(p.stem for p in root.glob("*.parquet")) if root.is_dir() else []
 
 
@@ -145,17 +197,30 @@ def data_files(warehouse: str | os.PathLike, table: str) -> list[tuple[Path, dic
     """``(path, {provider, cluster, date})`` of every data file of ``table``, sorted."""
     root = lake_root(warehouse) / table
     out = []
-    for path in sorted(root.glob(f"provider=*/cluster=*/date=*/{DATA_FILE}")):
+    for path in _table_files(root):
         keys = dict(part.split("=", 1) for part in path.relative_to(root).parts[:3])
         out.append((path, {"provider": keys["provider"], "cluster": keys["cluster"],
                            "date": dt.date.fromisoformat(keys["date"])}))
     return out
 
 
-def _scan_file(path: Path, values: dict) -> pl.LazyFrame:
+def _table_files(root: Path | ObjectPath) -> list[Path | ObjectPath]:
+    """``provider=*/cluster=*/date=*/data.parquet`` under a table's folder, sorted."""
+    if not isinstance(root, ObjectPath):
+        return sorted(root.glob(f"provider=*/cluster=*/date=*/{DATA_FILE}"))
+    out = []
+    for path in storage.list_files(root):
+        parts = path.relative_to(root).parts
+        if (len(parts) == 4 and parts[3] == DATA_FILE
+                and all(p.startswith(f"{k}=") for p, k in zip(parts, ("provider", "cluster", "date")))):
+            out.append(path)
+    return out
+
+
+def _scan_file(path: Path | ObjectPath, values: dict) -> pl.LazyFrame:
     # One open per file, read through that handle: polars re-opens a *path* for the footer
     # and the pages, which can mix two versions of a file replaced in between.
-    handle = open(path, "rb")  # noqa: SIM115 - lives as long as the lazy frame
+    handle = _open_read(path)  # lives as long as the lazy frame
     return pl.scan_parquet(handle).with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()])
 
 
@@ -175,6 +240,11 @@ def read_table(warehouse: str | os.PathLike, table: str) -> pl.DataFrame:
     """``scan_table`` collected, each file closed after it is read."""
     frames = []
     for path, values in data_files(warehouse, table):
+        if isinstance(path, ObjectPath):
+            df = _read_object(path)
+            if df is not None:      # removed since the listing
+                frames.append(df.with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()]))
+            continue
         with open(path, "rb") as f:
             frames.append(pl.read_parquet(f).with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()]))
     if not frames:
@@ -186,16 +256,27 @@ def read_partition(warehouse: str | os.PathLike, table: str, provider: str, clus
     """One partition's rows (with the partition columns); empty when never written."""
     path = partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE
     schema = TABLES[table]
-    if not path.is_file():
+    if isinstance(path, ObjectPath):
+        df = _read_object(path)
+        if df is None:
+            return pl.DataFrame(schema=schema)
+    elif not path.is_file():
         return pl.DataFrame(schema=schema)
-    with open(path, "rb") as f:
-        df = pl.read_parquet(f)
+    else:
+        with open(path, "rb") as f:
+            df = pl.read_parquet(f)
     df = df.with_columns(provider=pl.lit(provider), cluster=pl.lit(cluster), date=pl.lit(dt.date.fromisoformat(date)))
     return conform(df, schema, name=table)
 
 
 def file_schema(warehouse: str | os.PathLike, table: str, provider: str, cluster: str, date: str) -> pl.Schema | None:
     path = partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE
+    if isinstance(path, ObjectPath):
+        try:
+            with path.open("rb") as f:
+                return pl.read_parquet_schema(f)
+        except FileNotFoundError:
+            return None
     if not path.is_file():
         return None
     with open(path, "rb") as f:
@@ -205,4 +286,7 @@ def file_schema(warehouse: str | os.PathLike, table: str, provider: str, cluster
 def tables_present(warehouse: str | os.PathLike) -> list[str]:
     """Tables with at least one partition file, in ``TABLES`` order."""
     root = lake_root(warehouse)
+    if isinstance(root, ObjectPath):
+        have = {p.relative_to(root).parts[0] for p in storage.list_files(root) if p.name == DATA_FILE}
+        return [t for t in TABLES if t in have]
     return [t for t in TABLES if (root / t).is_dir() and any((root / t).glob(f"**/{DATA_FILE}"))]

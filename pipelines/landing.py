@@ -3,6 +3,12 @@
 Only names made of letters, digits, ``.``, ``_`` and ``-`` are read. ``_truth/`` and
 anything starting with ``_`` or ``.`` are not data. Symlinks and paths that resolve outside
 the landing folder are never followed: they are reported as problems instead.
+
+The landing folder may also be a URL (``s3://bucket/landing``, see ``storage``): discovery is
+then a listing of the store, and files are ``storage.ObjectPath`` keys that the reader
+streams. Symlinks do not exist there; a key with an empty, ``.`` or ``..`` segment (which
+a path normalizer would resolve elsewhere) is refused as ``outside_landing``, so every
+key read stays under the landing prefix.
 """
 from __future__ import annotations
 
@@ -13,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+
+from . import storage
+from .storage import ObjectPath
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
@@ -83,7 +92,19 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _root(landing: str | os.PathLike) -> Path:
+def landing_root(landing: str | os.PathLike | ObjectPath) -> Path | ObjectPath:
+    """The resolved local folder, or the ``ObjectPath`` of a URL (no existence check)."""
+    return storage.to_path(landing) if storage.is_url(landing) else Path(landing).resolve()
+
+
+def _root(landing: str | os.PathLike) -> Path | ObjectPath:
+    if isinstance(landing, ObjectPath):
+        return landing          # a root this module already checked (internal calls)
+    if storage.is_url(landing):
+        root = storage.to_path(landing)
+        if not storage.isdir(root):
+            raise LandingError(f"landing location {root.url!r} does not exist or holds no objects")
+        return root
     root = Path(landing)
     if not root.is_dir():
         raise LandingError(f"landing folder {str(root)!r} does not exist or is not a directory")
@@ -102,8 +123,42 @@ def _safe(root: Path, path: Path, problems: list[Problem]) -> bool:
     return True
 
 
+def _key_escapes(rel: str) -> bool:
+    """A key below the landing prefix with an empty, ``.`` or ``..`` segment."""
+    return any(seg in ("", ".", "..") for seg in rel.split("/"))
+
+
+def _object_children(root: ObjectPath, folder: ObjectPath, problems: list[Problem], *,
+                     dirs: bool) -> list[ObjectPath]:
+    """``_children`` on object storage: one listing of ``folder`` (prefixes and objects)."""
+    out = []
+    for entry in storage.list_dir(folder):
+        try:
+            rel = entry.relative_to(root).as_posix()
+        except ValueError:
+            problems.append(Problem(entry.path, "outside_landing"))
+            continue
+        if _key_escapes(rel) or "/" in entry.relative_to(folder).as_posix():
+            problems.append(Problem(rel, "outside_landing"))
+            continue
+        if _hidden(entry.name):
+            continue
+        if (entry.info or {}).get("type") != "directory":
+            if dirs:
+                continue        # stray files between partition levels are not data
+            problems.append(Problem(rel, "not_a_file"))
+            continue
+        if not valid_name(entry.name):
+            problems.append(Problem(rel, "invalid_name"))
+            continue
+        out.append(entry)
+    return out
+
+
 def _children(root: Path, folder: Path, problems: list[Problem], *, dirs: bool) -> list[Path]:
     """Visible, safe, validly named entries of ``folder`` (directories or files), sorted."""
+    if isinstance(root, ObjectPath):
+        return _object_children(root, folder, problems, dirs=dirs)
     out = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if _hidden(entry.name) or not _safe(root, entry, problems):
@@ -166,6 +221,19 @@ class PartitionFiles:
         return sorted(files)
 
 
+def _walk_objects(root: ObjectPath, folder: ObjectPath, problems: list[Problem]) -> list[ObjectPath]:
+    """``_walk_files`` on object storage: one recursive listing; hidden segments are
+    skipped (like hidden folders), keys that could escape the prefix are refused."""
+    out = []
+    for obj in storage.list_files(folder):
+        rel = obj.relative_to(folder).as_posix()
+        if _key_escapes(rel):
+            problems.append(Problem(obj.relative_to(root).as_posix(), "outside_landing"))
+        elif not any(_hidden(seg) for seg in rel.split("/")):
+            out.append(obj)
+    return out
+
+
 def _walk_files(root: Path, folder: Path, problems: list[Problem]) -> list[Path]:
     """All visible regular files under ``folder`` without following links."""
     out: list[Path] = []
@@ -194,14 +262,18 @@ def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFil
     root = _root(landing)
     pf = PartitionFiles(root, part)
     folder = root / part.provider / part.cluster / part.date
-    for level in (folder.parent.parent, folder.parent, folder):
-        if level.is_symlink() or (level.exists() and not level.resolve().is_relative_to(root)):
-            pf.problems.append(Problem(level.relative_to(root).as_posix(), "symlink"))
+    if isinstance(root, ObjectPath):
+        files = _walk_objects(root, folder, pf.problems)
+    else:
+        for level in (folder.parent.parent, folder.parent, folder):
+            if level.is_symlink() or (level.exists() and not level.resolve().is_relative_to(root)):
+                pf.problems.append(Problem(level.relative_to(root).as_posix(), "symlink"))
+                return pf
+        if not folder.is_dir():
             return pf
-    if not folder.is_dir():
-        return pf
+        files = _walk_files(root, folder, pf.problems)
     boots: dict[str, Path] = {}
-    for path in _walk_files(root, folder, pf.problems):
+    for path in files:
         parts = path.relative_to(folder).parts
         top, name = parts[0], parts[-1]
         if top == "kernel" and len(parts) == 2 and name.endswith(".boot") and valid_name(name[:-5]):
@@ -266,7 +338,8 @@ def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
     if not path.is_file() or path.is_symlink():
         raise LandingError(f"{path} is missing (or not a regular file)")
     try:
-        df = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
+        df = pl.read_csv(path.read_bytes() if isinstance(path, ObjectPath) else path, infer_schema=False,
+                         encoding="utf8-lossy")
     except pl.exceptions.PolarsError as exc:       # a ragged row, a bad quote, ...
         raise LandingError(f"{path}: unreadable CSV: {exc}") from exc
     df = df.rename({c: c.strip().lower() for c in df.columns})

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import duckdb
 import polars as pl
 
+from . import storage as _storage
 from . import warehouse as _warehouse
 
 TYPES = ("text", "int", "float", "bool", "date")
@@ -231,9 +232,13 @@ def connect(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
         raise FileNotFoundError(hint)
     con = _warehouse.connect_readonly(warehouse)
     try:
-        root = str(path.parent.resolve())
-        # the views read the lake and analytics Parquet files through their resolved paths
-        allowed = sorted({root + os.sep, os.path.realpath(root) + os.sep})
+        if _storage.is_url(warehouse):
+            # the views read the lake and analytics objects under the warehouse URL
+            allowed = [_storage.to_path(warehouse).url.rstrip("/") + "/"]
+        else:
+            root = str(path.parent.resolve())
+            # the views read the lake and analytics Parquet files through their resolved paths
+            allowed = sorted({root + os.sep, os.path.realpath(root) + os.sep})
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET allowed_directories = ?", [allowed])
         con.execute("SET enable_external_access = false")

@@ -6,6 +6,13 @@ name in the same folder, checkpointed, closed and ``os.replace``d onto ``faultli
 Readers (``duckdb -readonly``, ``connect_readonly``) keep the file they opened and the next
 connection gets the new one; nobody waits and nobody sees a half-built file. The views hold
 no data, only ``read_parquet`` over the lake's ``data.parquet`` files.
+
+A URL warehouse (``s3://bucket/wh``) keeps its lake and analytics in the bucket, but the
+view file is always local (DuckDB cannot write a database to object storage):
+``$FAULTLINE_DUCKDB``, else a per-URL file under ``~/.cache/faultline/`` (``storage.duckdb_file``).
+Its views read ``s3://...`` globs: connections made here register the fsspec filesystem
+(``con.register_filesystem``), so they need no httpfs extension; the DuckDB CLI needs
+``LOAD httpfs`` and an S3 secret instead (see the README).
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from pathlib import Path
 
 import duckdb
 
+from . import storage
 from .lake import DATA_FILE, analytics_present, analytics_root, lake_root, sweep_temp_files, tables_present, temp_name
 from .tables import PARTITION
 
@@ -35,7 +43,19 @@ class BuildReport:
 
 
 def db_path(warehouse: str | os.PathLike) -> Path:
+    """The (always local) view database of ``warehouse``."""
+    if storage.is_url(warehouse):
+        return storage.duckdb_file(warehouse)
     return Path(warehouse).resolve() / DB_FILE
+
+
+def prepare(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike) -> None:
+    """Make a URL warehouse's files readable on ``con`` through fsspec, without ever
+    installing or auto-loading an extension for them (no-op for a local warehouse)."""
+    if storage.is_url(warehouse):
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        storage.register(con, warehouse)
 
 
 def _quote(s: str) -> str:
@@ -83,6 +103,7 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
     try:
         con = duckdb.connect(str(tmp))
         try:
+            prepare(con, warehouse)
             for table in tables_present(warehouse):
                 con.execute(table_view_sql(warehouse, table))
                 report.views.append(table)
@@ -130,6 +151,7 @@ def connect_readonly(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
         raise FileNotFoundError(f"{path} does not exist yet: run the pipeline first (faultline run)")
     con = duckdb.connect()
     try:
+        prepare(con, warehouse)
         con.execute(f"ATTACH {_quote(str(path))} AS faultline (READ_ONLY)")
         con.execute("USE faultline")
     except BaseException:

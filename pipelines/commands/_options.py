@@ -2,8 +2,27 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+from pathlib import Path
 
 import click
+
+
+class Location(click.ParamType):
+    """A local path (a ``Path``, as ``click.Path`` gives it) or an object-storage URL such as
+    ``s3://bucket/prefix`` (kept as a string: ``Path`` would fold its ``//``)."""
+
+    name = "path|url"
+
+    def convert(self, value, param, ctx):
+        from ..storage import is_url
+
+        if isinstance(value, Path) or not is_url(os.fsdecode(value)):
+            return Path(os.fsdecode(value))
+        return os.fsdecode(value)
+
+
+LOCATION = Location()
 
 
 def parse_date(_ctx, _param, value):

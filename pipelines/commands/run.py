@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._options import parse_date
+from ._options import LOCATION, parse_date
 
 
 def _dates(ctx, param, values):
@@ -23,10 +23,13 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 @click.command()
-@click.option("--landing", type=click.Path(path_type=Path), envvar="FAULTLINE_LANDING", default="landing",
-              show_default=True, help="Landing folder (provider/cluster/YYYY-MM-DD/...). Env: FAULTLINE_LANDING.")
-@click.option("--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-              show_default=True, help="Where the lake and faultline.duckdb go. Env: FAULTLINE_WAREHOUSE.")
+@click.option("--landing", type=LOCATION, envvar="FAULTLINE_LANDING", default="landing",
+              show_default=True, help="Landing folder (provider/cluster/YYYY-MM-DD/...), or an s3://... URL. "
+                                      "Env: FAULTLINE_LANDING.")
+@click.option("--warehouse", type=LOCATION, envvar="FAULTLINE_WAREHOUSE", default="warehouse",
+              show_default=True, help="Where the lake and faultline.duckdb go, or an s3://... URL for the lake "
+                                      "(faultline.duckdb then goes to $FAULTLINE_DUCKDB, default a per-URL file "
+                                      "in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.")
 @click.option("--date", "dates", multiple=True, callback=_dates, help="Only this day (YYYY-MM-DD); repeatable.")
 @click.option("--cluster", "clusters", multiple=True,
               help="Only this cluster (CLUSTER, PROVIDER/CLUSTER or PROVIDER:CLUSTER); repeatable.")
@@ -35,8 +38,10 @@ def run(landing: Path, warehouse: Path, dates, clusters):
     the DuckDB views. Re-running a partition replaces its tables."""
     from ..landing import LandingError
     from ..runner import run_pipeline, select_partitions
+    from ..storage import isdir, is_url
+    from ..warehouse import db_path
 
-    if not landing.is_dir():
+    if not isdir(landing):
         raise click.ClickException(f"landing folder {str(landing)!r} does not exist (or is not a directory); "
                                    "pass --landing DIR or set FAULTLINE_LANDING")
     try:
@@ -84,4 +89,4 @@ def run(landing: Path, warehouse: Path, dates, clusters):
         click.echo("analytics: " + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
                    + f" ({summary['analytics_seconds']:.1f}s)", err=True)
     click.echo(f"{summary['partitions']} partitions in {summary['seconds']:.1f}s -> "
-               f"{(warehouse / 'faultline.duckdb')}", err=True)
+               f"{db_path(warehouse) if is_url(warehouse) else warehouse / 'faultline.duckdb'}", err=True)

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import click
 
+from ._options import LOCATION
+
 FORMATS = ("table", "csv", "json", "parquet")
 TABLE_ROWS = 100
 
 warehouse_option = click.option(
-    "--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-    show_default=True, help="Warehouse folder (holds faultline.duckdb). Env: FAULTLINE_WAREHOUSE.")
+    "--warehouse", type=LOCATION, envvar="FAULTLINE_WAREHOUSE", default="warehouse",
+    show_default=True, help="Warehouse folder (holds faultline.duckdb), or its s3://... URL (the view file is "
+                            "then $FAULTLINE_DUCKDB or a per-URL file in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.")
 
 
 def open_warehouse(warehouse: Path):

@@ -1,7 +1,11 @@
 """Materialization metadata: row counts and a small markdown preview of a table."""
 
+from dataclasses import dataclass
+
 import dagster as dg
 import polars as pl
+
+PREVIEW_ROWS = 5
 
 
 def _cell(v, width: int) -> str:
@@ -22,10 +26,31 @@ def preview_md(df: pl.DataFrame, columns: list[str] | None = None, rows: int = 5
     return "\n".join(lines)
 
 
-def table_metadata(df: pl.DataFrame, path, columns: list[str] | None = None, **extra) -> dict:
-    return {
-        "dagster/row_count": dg.MetadataValue.int(df.height),
-        "path": dg.MetadataValue.path(str(path)),
-        "preview": dg.MetadataValue.md(preview_md(df, columns)),
-        **extra,
-    }
+@dataclass(frozen=True)
+class Written:
+    """One partition file of a table written by a run: where, how many rows, the first rows."""
+    partition: str
+    path: object
+    rows: int
+    head: pl.DataFrame
+
+    @classmethod
+    def of(cls, partition: str, df: pl.DataFrame, path) -> "Written":
+        return cls(partition, path, df.height, df.head(PREVIEW_ROWS))
+
+
+def batch_metadata(written: list[Written], columns: list[str] | None = None, **extra) -> dict:
+    """Metadata of one table over the partitions of a run. One partition: row count, path,
+    preview. A range run records one materialization per partition, all with the same
+    metadata, so it holds the per-partition row counts (not one count that would be wrong for
+    each) and the last partition's preview."""
+    last = written[-1]
+    if len(written) == 1:
+        counts = {"dagster/row_count": dg.MetadataValue.int(last.rows)}
+        preview = preview_md(last.head, columns, PREVIEW_ROWS)
+    else:
+        counts = {"rows": dg.MetadataValue.int(sum(w.rows for w in written)),
+                  "rows_by_partition": dg.MetadataValue.json({w.partition: w.rows for w in written})}
+        preview = f"{last.partition}\n\n" + preview_md(last.head, columns, PREVIEW_ROWS)
+    return {**counts, "path": dg.MetadataValue.path(str(last.path)),
+            "preview": dg.MetadataValue.md(preview), **extra}

@@ -5,6 +5,8 @@ folder, registered by the landing sensor, the nightly schedule and ``faultline r
 time-window dimension would reject days the clock has not reached (simulated landings) and
 need a start date; a static list would freeze the landing folder seen at import time.
 """
+import warnings
+
 import dagster as dg
 
 from ..landing import Partition, cluster_key, split_cluster_key
@@ -18,9 +20,65 @@ def partition_key(part: Partition) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"date": part.date, "cluster": cluster_key(part.provider, part.cluster)})
 
 
-def partition_of(context) -> Partition:
-    keys = context.partition_key.keys_by_dimension
-    return Partition(*split_cluster_key(keys["cluster"]), keys["date"])
+#: UI backfills run up to a month of one cluster per run (a run's bookkeeping costs about as
+#: much as parsing a small partition, so one run per partition would double a backfill)
+BATCH = dg.BackfillPolicy.multi_run(max_partitions_per_run=31)
+warnings.filterwarnings("ignore", message="Parameter `backfill_policy`", category=dg.BetaWarning)
+
+
+def _partition(key: str | dg.MultiPartitionKey) -> Partition:
+    if not isinstance(key, dg.MultiPartitionKey):
+        key = landing_partitions.get_partition_key_from_str(key)
+    dims = key.keys_by_dimension
+    return Partition(*split_cluster_key(dims["cluster"]), dims["date"])
+
+
+def partitions_of(context) -> list[Partition]:
+    """Every partition of the run: one for the schedule and the sensor, a range of one
+    cluster's days for backfills and ``faultline run``."""
+    return [_partition(k) for k in context.partition_keys]
+
+
+def partition_ranges(instance: dg.DagsterInstance, parts: list[Partition], max_parts: int) -> list[list[Partition]]:
+    """``parts`` as the partitions of range runs, each at most ``max_parts``.
+
+    A range of a multi-partitioned asset is the product of one range per dimension, in the
+    instance's order of keys: a run covers consecutive clusters times consecutive days. Each
+    cluster's days are cut into runs of consecutive days first; neighbouring clusters with
+    the same days then share a run while it stays within ``max_parts``.
+    """
+    day_order = {d: i for i, d in enumerate(instance.get_dynamic_partitions(dates.name))}
+    cluster_order = {c: i for i, c in enumerate(instance.get_dynamic_partitions(clusters.name))}
+    max_days = max(1, max_parts)
+    spans: list[tuple[str, list[Partition]]] = []      # (cluster key, consecutive days)
+    by_cluster: dict[str, list[Partition]] = {}
+    for p in parts:
+        by_cluster.setdefault(p.cluster_key, []).append(p)
+    for key in sorted(by_cluster, key=cluster_order.__getitem__):
+        span: list[Partition] = []
+        for p in sorted(by_cluster[key], key=lambda p: day_order[p.date]):
+            if span and (day_order[p.date] != day_order[span[-1].date] + 1 or len(span) >= max_days):
+                spans.append((key, span))
+                span = []
+            span.append(p)
+        spans.append((key, span))
+    runs: list[list[Partition]] = []
+    prev: tuple[str, list[str]] | None = None            # the last run's last cluster and its days
+    for key, span in spans:
+        days = [p.date for p in span]
+        if (prev is not None and prev[1] == days and cluster_order[key] == cluster_order[prev[0]] + 1
+                and len(runs[-1]) + len(span) <= max_parts):
+            runs[-1].extend(span)
+        else:
+            runs.append(list(span))
+        prev = (key, days)
+    return runs
+
+
+def range_tags(run: list[Partition]) -> dict[str, str]:
+    """Run tags that make one Dagster run materialize ``run`` (see ``partition_ranges``)."""
+    return {"dagster/asset_partition_range_start": str(partition_key(run[0])),
+            "dagster/asset_partition_range_end": str(partition_key(run[-1]))}
 
 
 def register(instance: dg.DagsterInstance, parts: list[Partition]) -> None:

@@ -20,7 +20,7 @@ class LandingResource(dg.ConfigurableResource):
     models_dir: str | None = None      # rule data in the faultline.models layout; None: shipped
 
     def root(self) -> Path:
-        return Path(self.path).resolve()
+        return landing.landing_root(self.path)      # an ObjectPath for an s3://... landing
 
     def discover(self) -> Discovery:
         return landing.discover(self.path)

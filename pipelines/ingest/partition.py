@@ -7,6 +7,7 @@ event lines + benign + quarantined); every line or file that could not be used e
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..flight_recorder import (MAX_DUMP_BYTES, FlightRecorderError, FlightRecord
 from ..landing import Partition, PartitionFiles, partition_files
 from ..schema import AUDIT, EVENTS, QUARANTINE
 from ..slurm.sacct import parse_sacct
+from ..storage import ObjectPath
 from ..tables import FLIGHT, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
 from .parse import ParseResult, SourceContext, file_checksum, parse_files
 
@@ -70,7 +72,7 @@ class _Acc:
             "source": self.pf.rel(path), "kind": kind, "bytes": size,
             "bytes_read": size if bytes_read is None else bytes_read,
             "checksum": content_sha256 if content_sha256 and _stored_as_read(path, size, bytes_read)
-            else file_checksum(path),
+            else _checksum(path),
             "lines_read": lines, "events": events, "event_lines": event_lines, "benign": benign,
             "quarantined": quarantined, "format": fmt, "message": message,
         })
@@ -87,9 +89,28 @@ def _stored_as_read(path: Path, size: int, bytes_read: int | None) -> bool:
     second pass over the file)."""
     if bytes_read != size:
         return False
+    if isinstance(path, ObjectPath):
+        return _object_magic(path) is None
     with open(path, "rb") as f:
         magic = f.read(4)
     return not (magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd")
+
+
+def _object_magic(path: ObjectPath) -> str | None:
+    """``gzip``/``zstd`` when the object starts with that magic (one small ranged read)."""
+    magic = path.fs.cat_file(path.path, start=0, end=4)     # a ranged GET, no HEAD
+    return "gzip" if magic[:2] == b"\x1f\x8b" else "zstd" if magic == b"\x28\xb5\x2f\xfd" else None
+
+
+def _checksum(path: Path | ObjectPath) -> str:
+    """sha256 of the file as stored (objects: streamed in 1 MiB pieces)."""
+    if not isinstance(path, ObjectPath):
+        return file_checksum(path)
+    h = hashlib.sha256()
+    with path.open("rb", block_size=8 << 20) as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _read_boots(path: Path, acc: _Acc) -> list[dt.datetime]:

@@ -17,6 +17,8 @@ from typing import BinaryIO, Iterator
 
 import zstandard
 
+from ..storage import ObjectPath
+
 BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 1 << 20          # longer physical lines are quarantined, only a preview is kept
 PREVIEW_BYTES = 512
@@ -175,16 +177,24 @@ class _Bounded(io.RawIOBase):
 
 def open_log(path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES,
              max_ratio: int = MAX_RATIO) -> tuple[BinaryIO, _Bounded | None, int]:
-    """Open a log for binary reading; returns (stream, bound-tracker or None, on-disk size)."""
-    path = os.fspath(path)
-    size = os.path.getsize(path)
-    raw = open(path, "rb")
+    """Open a log for binary reading; returns (stream, bound-tracker or None, on-disk size).
+
+    ``path`` may be a ``storage.ObjectPath``: the object is streamed (ranged reads of
+    ``BLOCK_SIZE``) through the same decompression and bounds, never downloaded whole."""
+    if isinstance(path, ObjectPath):
+        size = path.stat().st_size
+        raw = path.open("rb", block_size=BLOCK_SIZE)
+        name = path.name
+    else:
+        name = path = os.fspath(path)
+        size = os.path.getsize(path)
+        raw = open(path, "rb")
     head = raw.read(4)
     raw.seek(0)
-    if head[:2] == b"\x1f\x8b" or path.endswith(".gz"):
+    if head[:2] == b"\x1f\x8b" or name.endswith(".gz"):
         inner: BinaryIO = _GzipStream(raw)
         what = "gzip archive"
-    elif head == b"\x28\xb5\x2f\xfd" or path.endswith(".zst"):
+    elif head == b"\x28\xb5\x2f\xfd" or name.endswith(".zst"):
         inner = _ZstdStream(raw)
         what = "zstd archive"
     else:

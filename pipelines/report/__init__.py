@@ -18,6 +18,7 @@ __all__ = ["build_report", "render", "sanitize", "md_escape", "slug"]
 def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = "html") -> str:
     """The report text for ``day`` (default: the last day in the warehouse)."""
     from .. import queries
+    from ..lake import warehouse_root as lake_location
     from .data import load
     from .renderer import render_html, render_markdown
 
@@ -25,7 +26,7 @@ def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = 
         raise ValueError(f"unknown report format {fmt!r} (html or md)")
     con = queries.connect(warehouse)
     try:
-        data = load(con, str(Path(warehouse).resolve()), day)
+        data = load(con, str(lake_location(warehouse)), day)
     finally:
         con.close()
     return render_html(data) if fmt == "html" else render_markdown(data)
@@ -33,6 +34,8 @@ def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = 
 
 def build_report(warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.date | None = None,
                  fmt: str = "html") -> Path:
-    """Write the report to ``out`` (atomically: a temporary sibling, then a rename)."""
+    """Write the report to ``out`` (atomically: a temporary sibling, then a rename; a URL
+    or ``storage.ObjectPath``: one object PUT)."""
     from ..lake import atomic_write_text
-    return atomic_write_text(Path(out), render(warehouse, day, fmt))
+    from ..storage import is_url
+    return atomic_write_text(out if is_url(out) else Path(out), render(warehouse, day, fmt))

@@ -1,10 +1,9 @@
 """Analytics over the whole history (incidents, attribution, rates, lemons) and the report."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from ...analytics.build import build_analytics
+from ...storage import join
 from ..resources import LakeResource
 from ..warehouse.assets import POOL
 
@@ -30,8 +29,8 @@ def out_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     """The nightly root-cause report (``report.html`` and ``report.md`` in the warehouse)."""
     from ...report import build_report
 
-    html = build_report(lake.warehouse, Path(lake.warehouse) / "report.html")
-    md = build_report(lake.warehouse, Path(lake.warehouse) / "report.md", fmt="md")
+    html = build_report(lake.warehouse, join(lake.warehouse, "report.html"))   # join: Path, or a URL key
+    md = build_report(lake.warehouse, join(lake.warehouse, "report.md"), fmt="md")
     return dg.MaterializeResult(metadata={
         "html": dg.MetadataValue.path(str(html)), "markdown": dg.MetadataValue.path(str(md)),
         "html_bytes": dg.MetadataValue.int(html.stat().st_size),

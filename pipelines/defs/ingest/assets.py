@@ -1,4 +1,8 @@
-"""Landing partition -> lake tables: raw_ (as parsed) then core_ (combined, enriched)."""
+"""Landing partition -> lake tables: raw_ (as parsed) then core_ (combined, enriched).
+
+Every asset handles all the partitions of its run: one for the schedule and the sensor, a
+range of one cluster's days for backfills and ``faultline run`` (see ``partitions.BATCH``).
+"""
 
 import datetime as dt
 
@@ -8,8 +12,8 @@ import polars as pl
 from ...ingest import partition as ingest
 from ...landing import LandingError
 from ...tables import TABLES
-from ..metadata import table_metadata
-from ..partitions import landing_partitions, partition_of
+from ..metadata import Written, batch_metadata
+from ..partitions import BATCH, landing_partitions, partitions_of
 from ..resources import LakeResource, LandingResource
 
 KINDS = {"polars", "parquet"}
@@ -35,59 +39,69 @@ NIGHTLY = dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=d
                         description=f"lake table(s) {', '.join(t for t, _, _ in tables)}")
            for key, tables in RAW_TABLES.items()],
     partitions_def=landing_partitions,
+    backfill_policy=BATCH,
     can_subset=False,
 )
 def raw_landing(context: dg.AssetExecutionContext, landing: LandingResource, lake: LakeResource):
-    """Parse one landing partition once (``ingest_partition``) and write its raw tables."""
-    part = partition_of(context)
-    tables = landing.ingest(part)
+    """Parse each landing partition once (``ingest_partition``) and write its raw tables."""
+    written: dict[str, list] = {t: [] for outputs in RAW_TABLES.values() for t, _, _ in outputs}
+    lines = 0
+    for part in partitions_of(context):
+        tables = landing.ingest(part)
+        for outputs in RAW_TABLES.values():
+            for table, attr, _ in outputs:
+                df = getattr(tables, attr)
+                written[table].append(Written.of(part.relpath, df, lake.write(table, df, part)))
+        lines += int(tables.audit["lines_read"].sum())
     for key, outputs in RAW_TABLES.items():
         meta = {}
-        for table, attr, cols in outputs:
-            df = getattr(tables, attr)
-            path = lake.write(table, df, part)
+        for table, _, cols in outputs:
             meta.update({f"{table}/{k}" if len(outputs) > 1 else k: v
-                         for k, v in table_metadata(df, path, cols).items()})
+                         for k, v in batch_metadata(written[table], cols).items()})
         if key == "ingest_audit":
-            meta["lines_read"] = dg.MetadataValue.int(int(tables.audit["lines_read"].sum()))
+            meta["lines_read"] = dg.MetadataValue.int(lines)
         yield dg.MaterializeResult(asset_key=key, metadata=meta)
 
 
-@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core",
+@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core", backfill_policy=BATCH,
           deps=["raw_kernel_events", "raw_job_events", "ingest_audit"], freshness_policy=NIGHTLY)
 def core_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Every event of the partition (kernel, job, controller), one per event_id, by time."""
-    part = partition_of(context)
-    df = ingest.core_events(lake.read("raw_kernel_events", part), lake.read("raw_job_events", part))
-    path = lake.write("events", df, part)
-    by_cat = df.group_by("category").len().sort("len", descending=True).head(8)
-    return dg.MaterializeResult(metadata=table_metadata(
-        df, path, EVENT_COLS, categories=dg.MetadataValue.json(dict(by_cat.iter_rows()))))
+    written, cats = [], {}
+    for part in partitions_of(context):
+        df = ingest.core_events(lake.read("raw_kernel_events", part), lake.read("raw_job_events", part))
+        written.append(Written.of(part.relpath, df, lake.write("events", df, part)))
+        for cat, n in df.group_by("category").len().iter_rows():
+            cats[cat] = cats.get(cat, 0) + n
+    top = dict(sorted(cats.items(), key=lambda kv: (-kv[1], str(kv[0])))[:8])
+    return dg.MaterializeResult(metadata=batch_metadata(written, EVENT_COLS, categories=dg.MetadataValue.json(top)))
 
 
-@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core",
+@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core", backfill_policy=BATCH,
           deps=["raw_slurm_accounting", "raw_flight_recorder", "ingest_audit"])
 def core_jobs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Jobs that ended that day with step counts and the flight recorder's suspect rank."""
-    part = partition_of(context)
-    df = ingest.core_jobs(lake.read("raw_slurm_jobs", part), lake.read("steps", part),
-                          lake.read("flight_recorder", part))
-    path = lake.write("jobs", df, part)
-    return dg.MaterializeResult(metadata=table_metadata(
-        df, path, ["job_id", "state", "n_nodes", "n_steps", "failed_steps", "fr_suspect_rank"]))
+    written = []
+    for part in partitions_of(context):
+        df = ingest.core_jobs(lake.read("raw_slurm_jobs", part), lake.read("steps", part),
+                              lake.read("flight_recorder", part))
+        written.append(Written.of(part.relpath, df, lake.write("jobs", df, part)))
+    return dg.MaterializeResult(metadata=batch_metadata(
+        written, ["job_id", "state", "n_nodes", "n_steps", "failed_steps", "fr_suspect_rank"]))
 
 
-@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core")
+@dg.asset(partitions_def=landing_partitions, kinds=KINDS, group_name="core", backfill_policy=BATCH)
 def core_inventory(context: dg.AssetExecutionContext, landing: LandingResource,
                    lake: LakeResource) -> dg.MaterializeResult:
     """The cluster's nodes from ``inventory.csv`` as of this day's run (a daily snapshot)."""
-    part = partition_of(context)
     try:
         inv, note = landing.inventory(), "inventory.csv"
     except LandingError as exc:           # logs are still worth ingesting without it
         context.log.warning(str(exc))
         inv, note = pl.DataFrame(schema=TABLES["inventory"]).drop("date"), f"missing: {exc}"
-    inv = inv.filter((pl.col("provider") == part.provider) & (pl.col("cluster") == part.cluster))
-    path = lake.write("inventory", inv, part)
-    return dg.MaterializeResult(metadata=table_metadata(
-        inv, path, ["rack", "node", "gpus", "gpu_model"], source=dg.MetadataValue.text(note)))
+    written = []
+    for part in partitions_of(context):
+        df = inv.filter((pl.col("provider") == part.provider) & (pl.col("cluster") == part.cluster))
+        written.append(Written.of(part.relpath, df, lake.write("inventory", df, part)))
+    return dg.MaterializeResult(metadata=batch_metadata(
+        written, ["rack", "node", "gpus", "gpu_model"], source=dg.MetadataValue.text(note)))

@@ -2,7 +2,9 @@
 lake is not behind the landing folder.
 
 Checks are partitioned like their assets (a Dagster preview feature in 1.13, whose warning
-is silenced here): each result speaks for one landing partition.
+is silenced here). A result speaks for every partition of its run: one partition for the
+schedule and the sensor, a range of one cluster's days for backfills and ``faultline run``
+(a failing result names the partitions at fault).
 """
 import warnings
 
@@ -11,7 +13,7 @@ import polars as pl
 
 from ...tables import PARTITION, TABLES
 from ..metadata import preview_md
-from ..partitions import landing_partitions, partition_of
+from ..partitions import landing_partitions, partitions_of
 from ..resources import LakeResource, LandingResource
 from .assets import RAW_TABLES
 
@@ -25,7 +27,7 @@ WRITTEN = {**{k: [t for t, _, _ in v] for k, v in RAW_TABLES.items()},
 @dg.asset_check(asset="ingest_audit", blocking=True, partitions_def=landing_partitions,
                 description="lines read = event lines + benign + quarantined, for every file")
 def lines_balanced(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> dg.AssetCheckResult:
-    audit = lake.read("ingest_audit", partition_of(context))
+    audit = pl.concat([lake.read("ingest_audit", p) for p in partitions_of(context)])
     off = audit.with_columns(missing=pl.col("lines_read") - pl.col("event_lines") - pl.col("benign")
                              - pl.col("quarantined")).filter(pl.col("missing") != 0)
     return dg.AssetCheckResult(
@@ -44,18 +46,20 @@ def lines_balanced(context: dg.AssetCheckExecutionContext, lake: LakeResource) -
 )
 def lake_schema(context: dg.AssetCheckExecutionContext, lake: LakeResource):
     """One step for every asset's schema check (a step per check would cost more than the check)."""
-    part = partition_of(context)
+    parts = partitions_of(context)
     for key in context.selected_asset_check_keys:
         asset = key.asset_key.to_user_string()
         problems = {}
         for table in WRITTEN[asset]:
             want = {c: t for c, t in TABLES[table].items() if c not in PARTITION}
-            got = lake.file_schema(table, part)
-            if got is None:
-                problems[table] = "file missing"
-            elif dict(got) != want:
-                problems[table] = (f"columns {list(got)} types {[str(t) for t in got.values()]} != "
-                                   f"{list(want)} {[str(t) for t in want.values()]}")[:500]
+            for part in parts:
+                got = lake.file_schema(table, part)
+                where = table if len(parts) == 1 else f"{table} {part.relpath}"
+                if got is None:
+                    problems[where] = "file missing"
+                elif dict(got) != want:
+                    problems[where] = (f"columns {list(got)} types {[str(t) for t in got.values()]} != "
+                                       f"{list(want)} {[str(t) for t in want.values()]}")[:500]
         yield dg.AssetCheckResult(asset_key=key.asset_key, check_name="lake_schema", passed=not problems,
                                   metadata={"tables": WRITTEN[asset], **problems})
 
@@ -68,13 +72,15 @@ schema_checks = [lake_schema]
                             "audited, none modified after the events file was written")
 def lake_fresh(context: dg.AssetCheckExecutionContext, landing: LandingResource,
                lake: LakeResource) -> dg.AssetCheckResult:
-    part = partition_of(context)
-    now = landing.fingerprint(part)
-    audited = dict(lake.read("ingest_audit", part).select("source", "bytes").iter_rows())
-    written = lake.data_file("events", part)
-    written_ns = written.stat().st_mtime_ns if written.is_file() else 0
-    stale = sorted({f for f in now.keys() | audited.keys()
-                    if f not in now or audited.get(f) != now[f][0] or now[f][1] > written_ns})
+    files, stale = 0, []
+    for part in partitions_of(context):
+        now = landing.fingerprint(part)
+        audited = dict(lake.read("ingest_audit", part).select("source", "bytes").iter_rows())
+        written = lake.data_file("events", part)
+        written_ns = written.stat().st_mtime_ns if written.is_file() else 0
+        files += len(now)
+        stale += sorted({f for f in now.keys() | audited.keys()
+                         if f not in now or audited.get(f) != now[f][0] or now[f][1] > written_ns})
     return dg.AssetCheckResult(
         passed=not stale, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"landing_files": len(now), "stale_files": len(stale), "stale": stale[:20]})
+        metadata={"landing_files": files, "stale_files": len(stale), "stale": stale[:20]})

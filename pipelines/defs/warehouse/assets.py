@@ -2,13 +2,13 @@
 
 import dagster as dg
 
-from ..partitions import landing_partitions
+from ..partitions import BATCH, landing_partitions
 from ..resources import LakeResource
 
 POOL = "duckdb_writer"
 
 
-@dg.asset(partitions_def=landing_partitions, kinds={"duckdb"}, group_name="out", pool=POOL,
+@dg.asset(partitions_def=landing_partitions, kinds={"duckdb"}, group_name="out", pool=POOL, backfill_policy=BATCH,
           deps=["core_events", "core_jobs", "core_inventory", "raw_slurm_accounting",
                 "raw_flight_recorder", "ingest_audit", "quarantine"])
 def out_warehouse(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
