@@ -13,6 +13,8 @@ import datetime as dt
 import hashlib
 import io
 import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
@@ -127,42 +129,70 @@ def lines_frame(block: reader.Block) -> pl.DataFrame:
 CSV_OPTS = dict(has_header=False, separator="\x1f", quote_char=None, new_columns=["raw"],
                 encoding="utf8-lossy", infer_schema=False, comment_prefix=None)
 CANDIDATE_BATCH = 50_000   # candidate lines gathered before they are parsed together
-
-
-CSV_OPTS = dict(has_header=False, separator="\x1f", quote_char=None, new_columns=["raw"],
-                encoding="utf8-lossy", infer_schema=False, comment_prefix=None)
 FORMAT_SAMPLE_LINES = 200
+BLOCKS_IN_FLIGHT = 2       # blocks of one file split and prefiltered at once (polars drops the GIL)
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=BLOCKS_IN_FLIGHT, thread_name_prefix="faultline-scan")
+    return _POOL
+
+
+def _scan_block(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None,
+                lines: pl.DataFrame | None = None) -> tuple[int, pl.DataFrame]:
+    """Split one block into lines (unless given) and keep its candidates (every line in full
+    mode); line numbers count from the block's ``first_line_no``."""
+    lines = lines_frame(block) if lines is None else lines
+    dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
+    sel = _flags(lines.lazy(), dirty, block)
+    if not ctx.full:
+        sel = sel.filter(_candidate_expr(ctx, rs, fmt))
+    cand = sel.collect()
+    if cand.height:
+        # an overlong line is quarantined with a preview: rules never see megabytes of it
+        cand = cand.with_columns(raw=pl.when(pl.col("_long")).then(
+            pl.col("raw").str.slice(0, reader.PREVIEW_BYTES)).otherwise(pl.col("raw")))
+        if not ctx.full:
+            # fresh strings: a filtered string view would pin the whole block in memory
+            cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
+    return lines.height, cand
 
 
 def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=None) -> FileScan:
     """Read a stream block by block; keep only the candidate lines (all lines in full mode).
 
-    ``on_block(scan)`` is called after each block (full mode uses it to emit and drop lines,
-    so memory stays bounded whatever the input size).
+    The first block is scanned alone (its first lines decide the prefix format), the rest
+    ``BLOCKS_IN_FLIGHT`` at a time in threads, numbered from 1 and shifted in order after.
+    ``on_block(scan)`` is called after each block, in order (full mode uses it to emit and
+    drop lines, so memory stays bounded whatever the input size).
     """
     scan = FileScan(ctx)
     stats = reader.ReadStats()
-    for block in reader.iter_blocks(stream, stats):
-        block.first_line_no = scan.lines_read + 1
-        lines = lines_frame(block)
-        scan.lines_read += lines.height
-        if scan.fmt is None:
-            scan.fmt = _detect_format(lines.head(FORMAT_SAMPLE_LINES)["raw"])
-        dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
-        sel = _flags(lines.lazy(), dirty, block)
-        if not ctx.full:
-            sel = sel.filter(_candidate_expr(ctx, rs, scan.fmt))
-        cand = sel.collect()
+
+    def take(n_lines: int, cand: pl.DataFrame) -> None:
         if cand.height:
-            # an overlong line is quarantined with a preview: rules never see megabytes of it
-            cand = cand.with_columns(raw=pl.when(pl.col("_long")).then(
-                pl.col("raw").str.slice(0, reader.PREVIEW_BYTES)).otherwise(pl.col("raw")))
-            if not ctx.full:
-                # fresh strings: a filtered string view would pin the whole block in memory
-                cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
+            if scan.lines_read:
+                cand = cand.with_columns(line_no=pl.col("line_no") + scan.lines_read)
             scan.candidates.append(cand)
+        scan.lines_read += n_lines
         if on_block is not None:
             on_block(scan)
+
+    pending: deque[Future] = deque()
+    for block in reader.iter_blocks(stream, stats, block_size=reader.BLOCK_SIZE):
+        if scan.fmt is None:
+            lines = lines_frame(block)
+            scan.fmt = _detect_format(lines.head(FORMAT_SAMPLE_LINES)["raw"])
+            take(*_scan_block(block, ctx, rs, scan.fmt, lines))
+            continue
+        if len(pending) >= BLOCKS_IN_FLIGHT:
+            take(*pending.popleft().result())
+        pending.append(_pool().submit(_scan_block, block, ctx, rs, scan.fmt))
+    while pending:
+        take(*pending.popleft().result())
     scan.bytes_read = stats.bytes_read
     scan.content_sha256 = stats.digest.hexdigest()
     scan.error = getattr(getattr(stream, "raw", None), "error", None)
