@@ -311,9 +311,6 @@ def pipelines(s3_server, tmp_path_factory):
                "summaries": (s3_summary, local_summary), "db": tmp / "s3-views" / "faultline.duckdb"}
 
 
-UNSTABLE = {"incidents": ("xids", "rule_ids", "first_event_id", "sample")}
-
-
 def _sorted(df: pl.DataFrame) -> pl.DataFrame:
     return df.sort(df.columns, nulls_last=True)
 
@@ -332,10 +329,7 @@ def test_s3_lake_equals_local_lake(pipelines):
     for name in ANALYTICS_TABLES:
         a = pl.read_parquet(storage.to_path(s3_wh).joinpath("analytics", f"{name}.parquet").read_bytes())
         b = pl.read_parquet(wh / "analytics" / f"{name}.parquet")
-        # incidents: which of several simultaneous events is "first" (and the order of its
-        # xid/rule lists) varies from one analytics build to the next even on one local lake
-        tied = [c for c in UNSTABLE.get(name, ()) if c in a.columns]
-        assert frame_hash(a.drop(tied)) == frame_hash(b.drop(tied)), name
+        assert frame_hash(a) == frame_hash(b), name
     audit = lake.read_table(s3_wh, "ingest_audit")
     assert audit.filter(pl.col("source").str.contains(r"\.(gz|zst)$")).height >= 2
     assert audit.filter(pl.col("message").is_not_null()).height == 0

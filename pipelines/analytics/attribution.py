@@ -117,9 +117,10 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
         | ((pl.col("chosen") == "sched") & (pl.col("category") == "scheduler"))
         | ((pl.col("chosen") == "unknown") & (pl.col("category") == "unknown"))
     )
-    # earliest deciding line; at equal times the more severe, node-side first
-    best = (ev.filter(pick).sort([*JOB_KEY, "ts", "sev", "origin"], descending=[False, False, False, False, True, True],
-                                 nulls_last=True)
+    # earliest deciding line; at equal times the more severe, node-side first, then by
+    # event id (a total order: the same data read in any order decides the same line)
+    best = (ev.filter(pick).sort([*JOB_KEY, "ts", "sev", "origin", "event_id"],
+                                 descending=[False, False, False, False, True, True, False], nulls_last=True)
             .group_by(JOB_KEY, maintain_order=True).first())
     counts = ev.group_by(JOB_KEY).agg(
         (pl.col("category") == "collective_timeout").sum().alias("_n_timeouts"),

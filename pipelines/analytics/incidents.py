@@ -17,11 +17,14 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 NODE_DOMAINS = ("hardware", "software")
 
 
-def _sessions(df: pl.DataFrame, keys: list[str], ts: str, window_s: float, name: str) -> pl.DataFrame:
-    """Number runs of rows per key whose gaps stay within the window (0, 1, 2, ... per key)."""
+def _sessions(df: pl.DataFrame, keys: list[str], ts: str, window_s: float, name: str,
+              tiebreak: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Number runs of rows per key whose gaps stay within the window (0, 1, 2, ... per key).
+    Rows come back sorted by key, time and ``tiebreak`` (a total order: the ``first()`` of
+    a group then never depends on the order the lake was read in)."""
     gap = (pl.col(ts) - pl.col(ts).shift(1).over(keys)).dt.total_microseconds() > window_s * 1e6
     new = gap.fill_null(True)
-    return df.sort([*keys, ts]).with_columns(new.cast(pl.Int32).cum_sum().over(keys).alias(name))
+    return df.sort([*keys, ts, *tiebreak]).with_columns(new.cast(pl.Int32).cum_sum().over(keys).alias(name))
 
 
 def node_events(events: pl.DataFrame) -> pl.DataFrame:
@@ -38,23 +41,24 @@ def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame,
     if ev.is_empty():
         return _empty()
     bkeys = ["provider", "cluster", "node", "gpu_pci", "xid", "sxid", "rule_id"]
-    ev = _sessions(ev.with_columns(pl.col("gpu_pci").fill_null("")), bkeys, "ts", cfg.burst_window_s, "_burst")
-    bursts = ev.group_by([*bkeys, "_burst"]).agg(
+    ev = _sessions(ev.with_columns(pl.col("gpu_pci").fill_null("")), bkeys, "ts", cfg.burst_window_s, "_burst",
+                  tiebreak=("event_id",))
+    bursts = ev.group_by([*bkeys, "_burst"], maintain_order=True).agg(
         pl.col("category").first(), pl.col("domain").first(), pl.col("ts").min().alias("ts"),
         pl.col("ts").max().alias("ts_end"), pl.len().alias("n_events"), pl.col("sev").max(),
-        pl.col("action").sort_by("sev").last(), pl.col("event_id").first(), pl.col("raw").first(),
+        pl.col("action").sort_by("sev", maintain_order=True).last(), pl.col("event_id").first(), pl.col("raw").first(),
     )
     # one node, one incident window: a fault's follow-on lines (AER after an Xid 79, SXids
     # after an Xid 74) are the same incident; the earliest serious burst names it
     nkeys = ["provider", "cluster", "node"]
-    bursts = _sessions(bursts, nkeys, "ts", cfg.node_incident_window_s, "_inc")
+    bursts = _sessions(bursts, nkeys, "ts", cfg.node_incident_window_s, "_inc", tiebreak=("event_id",))
     serious = pl.col("sev") >= SEVERITY_RANK["error"]
-    inc = bursts.sort("ts").group_by([*nkeys, "_inc"]).agg(
+    inc = bursts.sort("ts", "event_id").group_by([*nkeys, "_inc"], maintain_order=True).agg(
         pl.col("category").filter(serious).first().fill_null(pl.col("category").first()).alias("category"),
         pl.col("domain").filter(serious).first().fill_null(pl.col("domain").first()).alias("domain"),
         pl.col("ts").min().alias("first_ts"), pl.col("ts_end").max().alias("last_ts"),
         pl.col("n_events").sum(), pl.len().alias("n_bursts"), pl.col("sev").max(),
-        pl.col("action").sort_by("sev").last(),
+        pl.col("action").sort_by("sev", maintain_order=True).last(),
         pl.col("gpu_pci").filter(pl.col("gpu_pci") != "").unique(maintain_order=True).alias("gpus"),
         pl.col("xid").drop_nulls().unique(maintain_order=True).alias("xids"),
         pl.col("sxid").drop_nulls().unique(maintain_order=True).alias("sxids"),
@@ -70,7 +74,7 @@ def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame,
         severity=pl.col("sev").replace_strict(inv_sev, return_dtype=pl.String),
         gpu_pci=pl.col("gpus").list.first(),
         incident_id=pl.format("{}/{}/{}/{}", "provider", "cluster", "node", pl.col("first_ts").dt.strftime("%Y%m%dT%H%M%S%.3f")),
-    ).select(INCIDENT_COLUMNS).sort("first_ts", "node")
+    ).select(INCIDENT_COLUMNS).sort("first_ts", "node", "incident_id")
 
 
 INCIDENT_COLUMNS = ["incident_id", "provider", "cluster", "rack", "leaf_switch", "node", "gpu_pci", "category",

@@ -44,7 +44,7 @@ def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFr
     ``rack_hotspots``), failed jobs it caused, GPU-hours lost, rate with exact interval."""
     inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
     per_node = inc.group_by("provider", "cluster", "node").agg(
-        pl.len().alias("incidents"), pl.col("category").mode().first().alias("top_category"),
+        pl.len().alias("incidents"), pl.col("category").mode().sort().first().alias("top_category"),
         pl.col("first_ts").max().alias("last_incident"))
     hits = failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"])).group_by(
         "provider", "cluster", pl.col("culprit_node").alias("node")).agg(
@@ -221,7 +221,7 @@ def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsCo
     rej = bh_reject(p, cfg.fdr) & (racks["incidents"].to_numpy() >= cfg.rack_min_incidents)
     corr = incidents.filter(pl.col("rack_incident_id").is_not_null()).group_by("provider", "cluster", "rack").agg(
         pl.col("rack_incident_id").n_unique().alias("correlated_incidents"),
-        pl.col("category").mode().first().alias("correlated_category"),
+        pl.col("category").mode().sort().first().alias("correlated_category"),
         pl.col("rack_nodes").max().alias("max_nodes_together"))
     racks = racks.with_columns(expected=pl.Series(expected), p_value=pl.Series(p), _stat=pl.Series(rej)).join(
         corr, on=["provider", "cluster", "rack"], how="left").with_columns(pl.col("correlated_incidents").fill_null(0))
