@@ -93,6 +93,9 @@ def _view_statement(name: str, text: str) -> str:
     return f"CREATE OR REPLACE VIEW {view} AS\n{body}"
 
 
+STORAGE_COMPATIBILITY = "v1.0.0"
+
+
 def build(warehouse: str | os.PathLike) -> BuildReport:
     """Build the view database aside and swap it into place (see the module docstring)."""
     final = db_path(warehouse)
@@ -101,7 +104,9 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
     tmp = temp_name(final)
     report = BuildReport(final)
     try:
-        con = duckdb.connect(str(tmp))
+        # views only: written in the oldest storage format, so DuckDB CLIs and drivers older
+        # than this library (the PyPI duckdb-cli, a notebook's duckdb) can open it read-only
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
         try:
             prepare(con, warehouse)
             for table in tables_present(warehouse):
