@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,46 +36,59 @@ def time_grep(path: str, pattern: str) -> tuple[float, int]:
     return time.perf_counter() - t, int(out.stdout.strip() or 0)
 
 
+def parse_timed(path: str) -> dict:
+    """faultline's hot path on one file, in this process: seconds, lines, events."""
+    import datetime as dt
+    from faultline.ingest.parse import SourceContext, parse_file
+    t = time.perf_counter()
+    r = parse_file(path, SourceContext(source="bench", kind="kernel", ref_date=dt.date(2026, 11, 24), node="n"))
+    s = time.perf_counter() - t
+    from measure import self_hwm
+    return {"s": s, "lines": r.lines_read, "events": len(r.events), "balanced": r.balanced, "hwm": self_hwm()}
+
+
 def time_faultline(path: str) -> dict:
     """Run the hot path in a child process so its peak RSS is its own."""
-    code = (
-        "import json,sys,time,datetime as dt\n"
-        "from faultline.ingest.parse import parse_file, SourceContext\n"
-        "t=time.perf_counter()\n"
-        "r=parse_file(sys.argv[1], SourceContext(source='bench', kind='kernel', ref_date=dt.date(2026,11,24), node='n'))\n"
-        "print(json.dumps({'s': time.perf_counter()-t, 'lines': r.lines_read, 'events': len(r.events),"
-        " 'balanced': r.balanced}))\n"
-    )
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    res["rss_mb"] = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
-    return res
+    from measure import run
+    m = run([sys.executable, os.path.abspath(__file__), "--parse-child", path])
+    res = m.json()
+    return {**res, "rss_mb": res["hwm"] / 2**20}
 
 
-def time_naive(path: str, limit: int) -> tuple[float, int]:
+def naive_loop(path: str, limit: int) -> dict:
     """The straightforward script: a Python loop over lines, one combined keyword regex per
-    line, and the rules (first match wins) only for lines that hit it."""
+    line, and the rules (first match wins) only for lines that hit it. Reads at most
+    ``limit`` bytes (whole lines)."""
     rs = load_ruleset()
     keywords = re.compile(rs.prefilter)
     pats = [re.compile(r.pattern) for r in rs.rules]
-    n = read = 0
+    n = read = lines = 0
     t = time.perf_counter()
     with open(path, "rb") as f:
         for raw in f:
             read += len(raw)
             if read > limit:
+                read -= len(raw)
                 break
+            lines += 1
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if keywords.search(line):
                 for p in pats:
                     if p.search(line):
                         n += 1
                         break
-    return time.perf_counter() - t, read
+    return {"s": time.perf_counter() - t, "bytes": read, "lines": lines, "matches": n}
+
+
+def time_naive(path: str, limit: int) -> tuple[float, int]:
+    r = naive_loop(path, limit)
+    return r["s"], r["bytes"]
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--parse-child"]:
+        print(json.dumps(parse_timed(sys.argv[2])))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=1024, help="size of the generated log (MiB)")
     ap.add_argument("--naive-mb", type=int, default=64, help="MiB the per-line Python loop reads")

@@ -41,7 +41,7 @@ def select_partitions(landing: str | os.PathLike, dates: Iterable[str | dt.date]
     return [p for p in discover(landing).partitions if _wanted(p, ds, cs)]
 
 
-def _partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
+def partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
     audit = lake.read_partition(warehouse, "ingest_audit", part.provider, part.cluster, part.date)
     return {"files": audit.height, "lines": int(audit["lines_read"].sum()),
             "events": int(audit.filter(audit["kind"].is_in(["kernel", "job", "slurmctld"]))["events"].sum()),
@@ -75,7 +75,7 @@ def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: 
                    instance=instance, run_config=QUIET,
                    tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"})
     share = round((time.perf_counter() - t1) / len(run), 3)   # the run's time, split evenly
-    return [_partition_stats(warehouse, part) | {"seconds": share} for part in run]
+    return [partition_stats(warehouse, part) | {"seconds": share} for part in run]
 
 
 #: partitions per Dagster run at most (a run costs about 0.4 s of bookkeeping here, a small
@@ -92,6 +92,29 @@ def batches(parts: list[Partition], workers: int, instance: dg.DagsterInstance |
         instance = dg.DagsterInstance.ephemeral()   # only to order the keys (sorted)
     register(instance, parts)
     return partition_ranges(instance, parts, max(1, min(RUN_PARTITIONS, -(-len(parts) // max(1, workers)))))
+
+
+class Tally:
+    """Per-partition rows and the totals of a batch; calls ``progress`` as partitions finish."""
+
+    COUNTS = ("files", "lines", "events", "quarantined")
+
+    def __init__(self, total: int, progress: ProgressFn | None = None):
+        self.total, self.progress, self.rows = total, progress, []
+        self.totals: dict = {"partitions": 0, **{k: 0 for k in self.COUNTS}}
+
+    def add(self, run: list[Partition], stats: list[dict]) -> None:
+        for part, st in zip(run, stats):
+            self.rows.append({"partition": part.relpath, **st})
+            self.totals["partitions"] += 1
+            for k in self.COUNTS:
+                self.totals[k] += st[k]
+            if self.progress:
+                self.progress(self.totals["partitions"], self.total, part, st)
+
+    def summary(self, t0: float, **extra) -> dict:
+        return {**self.totals, "seconds": round(time.perf_counter() - t0, 3),
+                "rows": sorted(self.rows, key=lambda r: r["partition"]), **extra}
 
 
 def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates=None, clusters=None,
@@ -111,20 +134,11 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
     parts = select_partitions(landing, dates, clusters)
     resources = {"landing": LandingResource(path=str(storage.abspath(landing)), models_dir=models_dir),
                  "lake": LakeResource(warehouse=str(storage.abspath(warehouse)))}
-    totals = {"partitions": 0, "files": 0, "lines": 0, "events": 0, "quarantined": 0}
-    rows = []
+    tally = Tally(len(parts), progress)
     # a caller's instance (tests, the UI) sees every run only when they run here
     workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
     jobs = [(str(landing), str(warehouse), models_dir, run) for run in batches(parts, workers, instance)]
-
-    def done(run: list[Partition], stats: list[dict]) -> None:
-        for part, st in zip(run, stats):
-            rows.append({"partition": part.relpath, **st})
-            totals["partitions"] += 1
-            for k in ("files", "lines", "events", "quarantined"):
-                totals[k] += st[k]
-            if progress:
-                progress(totals["partitions"], len(parts), part, st)
+    done = tally.add
 
     if workers == 1:
         for job in jobs:
@@ -135,15 +149,23 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
             futures = {pool.submit(_materialize_run, *job): job[3] for job in jobs}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())
-        rows.sort(key=lambda r: r["partition"])
-    if rows and not analytics:
-        resources["lake"].build_warehouse()
-    if analytics and rows:
-        from .defs.analytics.assets import out_analytics, out_report
-        t1 = time.perf_counter()
-        res = dg.materialize([out_analytics, out_report], resources={"lake": resources["lake"]},
-                             instance=instance or dg.DagsterInstance.ephemeral(), run_config=QUIET)
-        mat = res.asset_materializations_for_node("out_analytics")
-        totals["analytics"] = {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {}
-        totals["analytics_seconds"] = round(time.perf_counter() - t1, 3)
-    return {**totals, "seconds": round(time.perf_counter() - t0, 3), "rows": rows}
+    if tally.rows:
+        tally.totals.update(finish(resources["lake"], analytics, instance))
+    return tally.summary(t0)
+
+
+def finish(lake_resource, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
+    """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
+    or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
+    Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them."""
+    if not analytics:
+        lake_resource.build_warehouse()
+        return {}
+    from .defs.analytics.assets import out_analytics, out_report
+
+    t1 = time.perf_counter()
+    res = dg.materialize([out_analytics, out_report], resources={"lake": lake_resource},
+                         instance=instance or dg.DagsterInstance.ephemeral(), run_config=QUIET)
+    mat = res.asset_materializations_for_node("out_analytics")
+    return {"analytics": {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {},
+            "analytics_seconds": round(time.perf_counter() - t1, 3)}

@@ -1,6 +1,7 @@
 """``faultline run``: ingest a landing folder into the lake and the DuckDB views."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,15 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 @click.option("--date", "dates", multiple=True, callback=_dates, help="Only this day (YYYY-MM-DD); repeatable.")
 @click.option("--cluster", "clusters", multiple=True,
               help="Only this cluster (CLUSTER, PROVIDER/CLUSTER or PROVIDER:CLUSTER); repeatable.")
-def run(landing: Path, warehouse: Path, dates, clusters):
+@click.option("--workers", type=click.IntRange(min=1), envvar="FAULTLINE_WORKERS",
+              help="Worker processes here (local executor). Env: FAULTLINE_WORKERS. Default: the CPU count (max 8).")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              envvar="FAULTLINE_EXECUTOR",
+              help="local: worker processes on this machine; dask: Dagster runs whose steps are tasks on a Dask "
+                   "cluster (dagster-dask). Env: FAULTLINE_EXECUTOR.")
+@click.option("--dask-address", envvar="FAULTLINE_DASK_ADDRESS",
+              help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.")
+def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address):
     """Ingest every landing partition (or the selected ones) into the lake, then refresh
     the DuckDB views. Re-running a partition replaces its tables."""
     from ..landing import LandingError
@@ -41,6 +50,8 @@ def run(landing: Path, warehouse: Path, dates, clusters):
     from ..storage import isdir, is_url
     from ..warehouse import db_path
 
+    if executor == "dask" and not dask_address:
+        raise click.ClickException("--executor dask needs --dask-address tcp://HOST:8786 (or FAULTLINE_DASK_ADDRESS)")
     if not isdir(landing):
         raise click.ClickException(f"landing folder {str(landing)!r} does not exist (or is not a directory); "
                                    "pass --landing DIR or set FAULTLINE_LANDING")
@@ -64,12 +75,23 @@ def run(landing: Path, warehouse: Path, dates, clusters):
                        f"{stats['events']} events, {stats['quarantined']} quarantined ({stats['seconds']:.1f}s)",
                        err=True)
 
+    def go() -> dict:
+        if executor == "dask":
+            import dagster as dg
+
+            from ..scaleout import run_on_dask
+            # several hosts need one shared Dagster instance ($DAGSTER_HOME); one host: a temporary one
+            instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
+            return run_on_dask(landing, warehouse, dask_address, dates or None, clusters or None,
+                               progress=progress, instance=instance)
+        return run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers)
+
     try:
         if bar is not None:
             with bar:
-                summary = run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress)
+                summary = go()
         else:
-            summary = run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress)
+            summary = go()
     except Exception as exc:  # noqa: BLE001 - one clear line, the traceback is Dagster's
         raise click.ClickException(f"ingest failed: {type(exc).__name__}: {exc}") from exc
     rows = summary["rows"]

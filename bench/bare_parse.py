@@ -1,0 +1,56 @@
+"""The bare parse of a landing folder: ``ingest_partition`` for every partition, in worker
+processes like the pipeline's, with no Dagster and no lake writes. Prints one JSON line.
+
+    python bench/bare_parse.py LANDING [--workers N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+_RS = None
+
+
+def parse_one(landing: str, provider: str, cluster: str, date: str) -> dict:
+    """One partition, parsed and tabled; only its counts travel back."""
+    global _RS
+    from faultline.classify.ruleset import load_ruleset
+    from faultline.ingest.partition import ingest_partition
+
+    if _RS is None:
+        _RS = load_ruleset()
+    t = ingest_partition(landing, provider, cluster, date, _RS)
+    return {"files": t.audit.height, "lines": int(t.audit["lines_read"].sum()),
+            "bytes": int(t.audit["bytes"].sum()), "events": t.kernel_events.height + t.job_events.height}
+
+
+def bare_parse(landing: str, workers: int) -> dict:
+    from faultline.landing import discover
+
+    t0 = time.perf_counter()
+    parts = discover(landing).partitions
+    jobs = [(landing, p.provider, p.cluster, p.date) for p in parts]
+    workers = max(1, min(workers, len(jobs) or 1))
+    if workers == 1:
+        rows = [parse_one(*j) for j in jobs]
+    else:
+        # spawn, as the pipeline does (polars threads do not survive fork)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            rows = list(pool.map(parse_one, *zip(*jobs)))
+    out = {"partitions": len(jobs), "workers": workers, "seconds": time.perf_counter() - t0}
+    for k in ("files", "lines", "bytes", "events"):
+        out[k] = sum(r[k] for r in rows)
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("landing")
+    ap.add_argument("--workers", type=int, default=None, help="default: FAULTLINE_WORKERS, else the CPU count (max 8)")
+    a = ap.parse_args()
+    from faultline.runner import default_workers
+    print(json.dumps(bare_parse(os.path.abspath(a.landing), a.workers or default_workers())))

@@ -1,0 +1,209 @@
+"""Run the ingest assets on a Dask cluster (Dagster's ``dask_executor``, from ``dagster-dask``).
+
+Same assets and checks as ``faultline run`` and the code location; only the executor
+differs. The calling process orchestrates: it cuts the selected partitions into range runs
+(``runner.batches``), keeps several runs in flight (one thread each), and every step of a
+run is a Dask task on the scheduler at ``address``. Once all runs are done it rebuilds the
+DuckDB view file itself (one writer) and, optionally, the analytics.
+
+How the pieces reach the Dask workers:
+
+- the job is *reconstructable*: ``dg.build_reconstructable_job`` names ``dask_ingest_job``
+  below with keyword arguments (landing, warehouse, models_dir, run id). A worker unpickles
+  that pointer, imports this module and calls the function, so the resources it builds are
+  configured for the same folders (no environment variables needed on the workers).
+- the run's storage is a persistent ``DagsterInstance`` (a temporary folder by default):
+  workers open it from its ref to read the run, the dynamic partition keys, and to write
+  their step events. On a multi-host cluster that folder must be shared, or pass an
+  instance with Postgres storage.
+- each run gets its own job name: ``dask_executor`` names its Dask tasks
+  ``<job name>.<step key>``, and the scheduler treats equal keys from different clients
+  as the same task, so runs in flight at the same time (or two ``faultline`` processes
+  on one scheduler) must not share a job name.
+
+The landing folder and the warehouse must be reachable under the same location from every
+worker (a shared filesystem, or object storage: ``s3://...``, see ``storage``).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+import pickle
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+import dagster as dg
+
+from . import storage
+from .landing import Partition
+from .runner import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
+
+JOB_PREFIX = "faultline_dask_ingest"
+#: the default instance lives only as long as the call: no step log capture (the local
+#: compute log manager starts two ``tail`` processes per step), no telemetry
+TEMP_INSTANCE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
+                                  "class": "NoOpComputeLogManager"},
+                 "telemetry": {"enabled": False}}
+
+
+def _register_sizeof() -> None:
+    """Teach Dask the size of a ``DagsterEvent`` (a step task's result is a list of them).
+    Dask's default walks tuples item by item, and Dagster's ``@record`` metadata values
+    refuse iteration: every step result logged a "Sizeof calculation ... failed" warning.
+    Registered on import: a worker imports this module to rebuild the job before its
+    task's result is measured."""
+    try:
+        from dask.sizeof import sizeof
+    except ImportError:         # dask not installed: nothing to teach
+        return
+    from dagster._core.events import DagsterEvent
+
+    @sizeof.register(DagsterEvent)
+    def _event_size(event: DagsterEvent) -> int:
+        try:
+            return len(pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception:
+            return 1024
+
+
+_register_sizeof()
+
+
+def _ingest_selection() -> dg.AssetSelection:
+    from .defs.jobs import INGEST_ASSETS
+    from .defs.warehouse.assets import out_warehouse
+
+    # the view file is rebuilt once by the caller, not by every run
+    return dg.AssetSelection.assets(*INGEST_ASSETS) - dg.AssetSelection.assets(out_warehouse)
+
+
+@functools.lru_cache(maxsize=32)    # a worker rebuilds it for every step it runs
+def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
+                    run_id: str = "") -> dg.JobDefinition:
+    """The ingest assets and checks (less ``out_warehouse``) with ``dask_executor``, the
+    resources pointed at ``landing`` and ``warehouse``. Module level so that
+    ``dg.build_reconstructable_job`` can name it; ``run_id`` only makes the job name unique."""
+    from dagster_dask import dask_executor
+
+    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
+    from .defs.resources import LakeResource, LandingResource
+
+    name = f"{JOB_PREFIX}_{run_id}" if run_id else JOB_PREFIX
+    job = dg.define_asset_job(name, selection=_ingest_selection(), executor_def=dask_executor,
+                              description="Ingest landing partitions on a Dask cluster.")
+    defs = dg.Definitions(
+        assets=INGEST_ASSETS, asset_checks=INGEST_CHECKS, jobs=[job],
+        resources={"landing": LandingResource(path=landing, models_dir=models_dir),
+                   "lake": LakeResource(warehouse=warehouse)})
+    return defs.resolve_job_def(name)
+
+
+def location_job(name: str = "ingest_job") -> dg.JobDefinition:
+    """A job of the code location (``definitions.defs``), for
+    ``dg.build_reconstructable_job("faultline.scaleout", "location_job")``: how a script runs
+    ``ingest_job`` with its default (multiprocess) executor outside ``dg dev``. Its resources
+    come from ``FAULTLINE_LANDING``/``FAULTLINE_WAREHOUSE``, which step processes inherit."""
+    from .definitions import defs
+
+    return defs().resolve_job_def(name)
+
+
+def _scheduler_info(address: str) -> tuple[int, dict[int, str]]:
+    """(threads of all workers, {worker pid: worker address}) of the scheduler at ``address``."""
+    from dask.distributed import Client
+
+    with Client(address, timeout="30s") as client:
+        threads = sum(client.nthreads().values())
+        pids = {pid: addr for addr, pid in client.run(os.getpid).items()}
+    return threads, pids
+
+
+def _root_cause(error) -> str:
+    """The innermost error of a step failure (the asset's own, not Dagster's wrapper)."""
+    while error is not None and (error.cause or error.context) is not None:
+        error = error.cause or error.context
+    return error.message.strip() if error is not None else "unknown error"
+
+
+def _dask_run(landing: str, warehouse: str, models_dir: str | None, address: str, run: list[Partition],
+              instance_ref) -> tuple[list[dict], Counter]:
+    """One Dagster run over ``run`` whose steps are Dask tasks; returns the per-partition
+    stats and {pid: steps} of the processes that ran its steps."""
+    from .defs.partitions import range_tags
+
+    t1 = time.perf_counter()
+    run_id = uuid.uuid4().hex[:16]
+    job = dg.build_reconstructable_job(__name__, dask_ingest_job.__name__,
+                                       reconstructable_kwargs={"landing": landing, "warehouse": warehouse,
+                                                               "models_dir": models_dir, "run_id": run_id})
+    run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": address}}}}}
+    tags = {**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"}
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+        with dg.execute_job(job, instance=instance, run_config=run_config, tags=tags) as result:
+            if not result.success:
+                failures = [f"{e.step_key}: {_root_cause(e.step_failure_data.error)}"
+                            for e in result.all_events if e.is_step_failure]
+                raise RuntimeError(f"Dask run {result.run_id} over {tags['faultline/partitions']} failed: "
+                                   + ("; ".join(failures) or "see the run's event log"))
+            pids = Counter(e.pid for e in result.all_events if e.is_step_success)
+    share = round((time.perf_counter() - t1) / len(run), 3)
+    return [partition_stats(warehouse, part) | {"seconds": share} for part in run], pids
+
+
+def run_on_dask(landing: str | os.PathLike, warehouse: str | os.PathLike, address: str,
+                dates: Iterable[str | dt.date] | None = None, clusters: Iterable[str] | None = None,
+                models_dir: str | None = None, progress: ProgressFn | None = None,
+                concurrent_runs: int | None = None, instance: dg.DagsterInstance | None = None,
+                analytics: bool = True) -> dict:
+    """Materialize the selected partitions on the Dask scheduler at ``address``
+    (``tcp://host:8786``); a summary shaped like ``runner.run_pipeline``'s.
+
+    ``concurrent_runs``: Dagster runs in flight at once (default: the cluster's worker
+    threads). ``instance``: a persistent instance the workers can reach (default: a
+    temporary one on this machine, removed afterwards). The summary also has ``dask``:
+    the address, the number of runs and ``steps`` = {worker address (or pid): steps run}.
+    ``analytics``: then materialize ``out_analytics`` and ``out_report`` here, as
+    ``run_pipeline`` does (they read the whole lake; else only the views are rebuilt).
+    """
+    if instance is not None and not instance.is_persistent:
+        raise ValueError("Dask execution needs a persistent DagsterInstance (the workers open its storage)")
+    t0 = time.perf_counter()
+    landing, warehouse = str(storage.abspath(landing)), str(storage.abspath(warehouse))
+    parts = select_partitions(landing, dates, clusters)
+    tally = Tally(len(parts), progress)
+    threads, worker_pids = _scheduler_info(address)
+    concurrent_runs = max(1, concurrent_runs or threads)
+    steps: Counter = Counter()
+    with tempfile.TemporaryDirectory(prefix="faultline-dask-") as tmp:
+        inst = instance or dg.DagsterInstance.local_temp(tempdir=tmp, overrides=TEMP_INSTANCE)
+        try:
+            runs = batches(parts, concurrent_runs, inst) if parts else []
+            ref = inst.get_ref()
+            with ThreadPoolExecutor(max_workers=concurrent_runs, thread_name_prefix="faultline-dask") as pool:
+                futures = {pool.submit(_dask_run, landing, warehouse, models_dir, address, run, ref): run
+                           for run in runs}
+                pending = set(futures)
+                while pending:
+                    finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                    for fut in finished:
+                        if fut.exception() is not None:
+                            for other in pending:
+                                other.cancel()          # runs not started yet; running ones finish
+                            raise fut.exception()
+                        stats, pids = fut.result()
+                        steps.update(pids)
+                        tally.add(futures[fut], stats)
+        finally:
+            if instance is None:
+                inst.dispose()
+    if tally.rows:
+        from .defs.resources import LakeResource
+        # this process is the one DuckDB writer
+        tally.totals.update(finish(LakeResource(warehouse=warehouse), analytics))
+    return tally.summary(t0, dask={"address": address, "runs": len(runs),
+                                   "steps": {worker_pids.get(pid, pid): n for pid, n in sorted(steps.items())}})
