@@ -192,6 +192,26 @@ def test_warehouse_views_and_readonly_connections(warehouse):
     assert sorted(p.name for p in warehouse.iterdir()) == ["faultline.duckdb", "lake"]
 
 
+def test_views_read_one_schema_unless_the_files_differ(warehouse):
+    lake.write_partition(warehouse, "ingest_audit", _audit(2), *P)
+    lake.write_partition(warehouse, "ingest_audit", _audit(3), "northwind", "c1", "2026-11-25")
+    wh.build(warehouse)
+    con = wh.connect_readonly(warehouse)
+    sql = con.execute("select sql from duckdb_views() where view_name = 'ingest_audit'").fetchone()[0]
+    assert "union_by_name" not in sql
+    con.close()
+    # a file written before a column existed (an older faultline): the view unions by name
+    old = lake.partition_dir(warehouse, "ingest_audit", "northwind", "c1", "2026-11-23") / lake.DATA_FILE
+    old.parent.mkdir(parents=True)
+    _audit(1).drop("message").write_parquet(old)
+    wh.build(warehouse)
+    con = wh.connect_readonly(warehouse)
+    sql = con.execute("select sql from duckdb_views() where view_name = 'ingest_audit'").fetchone()[0]
+    assert "union_by_name = true" in sql
+    assert con.execute("select count(*), count(message) from ingest_audit").fetchone() == (6, 0)
+    assert con.execute("select count(*) from ingest_audit where date = '2026-11-23'").fetchone() == (1,)
+
+
 def test_connect_readonly_before_any_build(warehouse):
     with pytest.raises(FileNotFoundError, match="run the pipeline first"):
         wh.connect_readonly(warehouse)
