@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
+import numpy as np
 import polars as pl
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
@@ -209,15 +210,100 @@ def scan_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet) -> FileS
 
 
 def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSet | None = None) -> list[ParseResult]:
-    """Parse many files: read each, then parse all their candidate lines in one batch."""
+    """Parse many files: read each, then parse all their candidate lines in one batch.
+
+    Small clean files (the thousands of node logs of a fleet-day) are split, format-detected
+    and prefiltered together (``_scan_small``): per-file polars calls would cost more than
+    their lines. Everything else is scanned file by file, block by block."""
     rs = rs or load_ruleset()
-    scans = []
-    for path, ctx in items:
+    scans: list[FileScan | None] = [None] * len(items)
+    small: list[tuple[int, str | os.PathLike, SourceContext, bytes, str]] = []
+    small_bytes = 0
+    for i, (path, ctx) in enumerate(items):
+        got = None if ctx.full else _read_small(path)
+        if got is not None:
+            small.append((i, path, ctx, *got))
+            small_bytes += len(got[0])
+            if small_bytes >= SMALL_BATCH_BYTES:
+                _scan_small(small, rs, scans)
+                small, small_bytes = [], 0
+            continue
         try:
-            scans.append(scan_file(path, ctx, rs))
+            scans[i] = scan_file(path, ctx, rs)
         except OSError as exc:
-            scans.append(FileScan(ctx, error=f"cannot read file: {exc.strerror or exc}"))
+            scans[i] = FileScan(ctx, error=f"cannot read file: {exc.strerror or exc}")
+    if small:
+        _scan_small(small, rs, scans)
     return parse_scans(scans, rs)
+
+
+SMALL_FILE_BYTES = 512 << 10        # content of a file scanned with others (< MAX_LINE_BYTES)
+SMALL_BATCH_BYTES = 32 << 20        # content scanned in one go
+
+
+def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
+    """The whole content of a small, clean, local log (plain or compressed), CR-only line
+    ends made LF, and the sha256 of the content as read; None when the file is large, empty, dirty (control bytes, non-ASCII, the
+    splitter's separator), unreadable or a broken archive: the block scanner handles those,
+    with its messages."""
+    if not isinstance(path, (str, os.PathLike)) or os.path.getsize(path) > SMALL_FILE_BYTES:
+        return None
+    try:
+        stream, bounded, _size = reader.open_log(path)
+        with stream:
+            data = stream.read(SMALL_FILE_BYTES + 1)
+            error = getattr(getattr(stream, "raw", None), "error", None)
+    except OSError:
+        return None
+    if (not data or len(data) > SMALL_FILE_BYTES or error or (bounded is not None and bounded.error)
+            or data.translate(None, _CLEAN_BYTES)):
+        return None
+    digest = hashlib.sha256(data).hexdigest()
+    if b"\n" not in data and b"\r" in data:     # CR-only line ends, as the block reader reads them
+        data = data.replace(b"\r", b"\n")
+    return data, digest
+
+
+def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
+    """``scan_stream`` for many small files at once: one split, one format detection, one
+    prefilter over all their lines; the candidates go back to each file's scan."""
+    counts = [d.count(b"\n") + (not d.endswith(b"\n")) for _i, _p, _c, d, _h in small]
+    buf = b"".join(d if d.endswith(b"\n") else d + b"\n" for _i, _p, _c, d, _h in small)
+    raw = pl.read_csv(io.BytesIO(buf), raise_if_empty=False, **CSV_OPTS)["raw"].fill_null("")
+    if len(raw) != sum(counts):      # never seen; the block scanner is the reference
+        for i, path, ctx, _d, _h in small:
+            scans[i] = scan_file(path, ctx, rs)
+        return
+    n = len(small)
+    starts = np.cumsum([0, *counts[:-1]])
+    lines = pl.DataFrame({"f": np.repeat(np.arange(n, dtype=np.int32), counts), "raw": raw}).with_columns(
+        line_no=pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(pl.Series(starts, dtype=pl.Int64)).gather(pl.col("f")) + 1)
+    sample = lines.lazy().filter(pl.col("line_no") <= FORMAT_SAMPLE_LINES).select(
+        "f", p=split_prefix(pl.col("raw"))).unnest("p").group_by("f").agg(
+        [pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS]).collect()
+    fmts = ["unknown"] * n
+    for row in sample.iter_rows(named=True):      # first format with the most hits, as _detect_format
+        best = max(((name, row[name]) for name, _ in PREFIX_FORMATS), key=lambda kv: kv[1])
+        fmts[row["f"]] = best[0] if best[1] else "unknown"
+
+    def per_file(flags: list[bool]) -> pl.Expr:
+        return pl.lit(pl.Series(flags, dtype=pl.Boolean)).gather(pl.col("f"))
+
+    r = pl.col("raw")
+    cand = lines.lazy().filter(
+        r.str.contains(rs.prefilter)
+        | (per_file([c.kind == "job" for _i, _p, c, _d, _h in small]) & r.str.contains(JOB_CONT_RE))
+        | (per_file([f in ("dmesg_H", "dmesg_relative") for f in fmts]) & r.str.contains(DMESG_H_RE))
+    ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False)).collect()
+    parts = cand.partition_by("f", as_dict=True)
+    for f, ((i, _path, ctx, data, digest), n_lines) in enumerate(zip(small, counts)):
+        scan = FileScan(ctx, lines_read=n_lines, bytes_read=len(data), fmt=fmts[f], content_sha256=digest)
+        if (f,) in parts:
+            c = parts[(f,)]
+            # fresh strings: a slice would pin the whole batch in memory
+            scan.candidates.append(pl.DataFrame({"line_no": c["line_no"], "raw": pl.Series("raw", c["raw"].to_list(), pl.String),
+                                                 "_long": c["_long"], "_garbage": c["_garbage"]}))
+        scans[i] = scan
 
 
 def parse_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet | None = None) -> ParseResult:
@@ -293,8 +379,9 @@ def _candidate_expr(ctx: SourceContext, rs: RuleSet, fmt: str | None) -> pl.Expr
 def _detect_format(raw: pl.Series) -> str:
     if not len(raw):
         return "unknown"
-    p = pl.DataFrame({"raw": raw}).select(p=split_prefix(pl.col("raw"))).unnest("p")
-    counts = {name: p[col].is_not_null().sum() for name, col in PREFIX_FORMATS}
+    hits = pl.DataFrame({"raw": raw}).lazy().select(p=split_prefix(pl.col("raw"))).unnest("p").select(
+        [pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS]).collect()
+    counts = {name: hits[name][0] for name, _col in PREFIX_FORMATS}
     best = max(counts.items(), key=lambda kv: kv[1])
     return best[0] if best[1] else "unknown"
 
