@@ -9,6 +9,9 @@ Sections:
   parse    parse-and-classify throughput (MB/s, lines/s, peak RSS) of faultline against
            ``LC_ALL=C grep -cE`` with the same prefilter literals, a per-line Python regex
            loop and Drain3 template mining, on one generated mixed log (bench/mixed_log.py).
+  overhead the demo scenario's many small partitions: the bare parse against the Dagster
+           ingest (range runs, lake writes, checks, view file; no analytics) and against the
+           whole ``faultline run``, same workers: the orchestration overhead.
   fleet    ``faultline run`` end to end on the simulator's fleet-day (``faultline simulate
            --scenario scale``: 12,500 nodes = 100,000 GPUs, one day): wall time, peak RSS of
            the whole process tree, bytes read, and its ratio to the bare parse
@@ -43,7 +46,7 @@ import measure  # noqa: E402
 from bench_parse import ere_prefilter  # noqa: E402
 from mixed_log import generate  # noqa: E402
 
-SECTIONS = ("parse", "fleet", "scaling", "queries")
+SECTIONS = ("parse", "overhead", "fleet", "scaling", "queries")
 GIB = 2**30
 MIB = 2**20
 
@@ -52,10 +55,10 @@ MIB = 2**20
 # (ci sizes are ones whose simulation has at least one fault: `faultline simulate` fails on a
 # fleet-day without any, e.g. --scenario scale --nodes 50.)
 SIZES = {
-    "full": dict(parse_mb=512, naive_mb=64, drain_lines=1_000_000, reps=3,
+    "full": dict(demo_nodes=96, parse_mb=512, naive_mb=64, drain_lines=1_000_000, reps=3,
                  fleet_nodes=12_500, fleet_providers=None, fleet_noise=None,
                  year_nodes=64, year_providers=2, year_days=365, year_noise=4_000, query_runs=7, report_runs=3),
-    "ci": dict(parse_mb=4, naive_mb=1, drain_lines=5_000, reps=1,
+    "ci": dict(demo_nodes=24, parse_mb=4, naive_mb=1, drain_lines=5_000, reps=1,
                fleet_nodes=400, fleet_providers=2, fleet_noise=2_000,
                year_nodes=16, year_providers=1, year_days=7, year_noise=2_000, query_runs=2, report_runs=1),
 }
@@ -67,6 +70,7 @@ TARGETS = {
     "fleet_wall_s": ("<=", 600.0, "fleet-day nightly wall (s)"),
     "fleet_rss_bytes": ("<=", 4 * GIB, "fleet-day peak RSS"),
     "linear_dev": ("<=", 0.15, "deviation from linear"),
+    "overhead": ("<=", 1.5, "Dagster ingest wall / bare parse wall"),
     "query_p95_s": ("<=", 1.0, "named query p95 (s)"),
 }
 
@@ -317,6 +321,34 @@ def measure_fleet(cfg: dict, work: Path, nodes: int, workers: int) -> dict:
             "pipeline_mb_s": nbytes / 1e6 / run.wall_s}
 
 
+def section_overhead(cfg: dict, work: Path, workers: int) -> dict:
+    """Bare parse vs the Dagster ingest vs ``faultline run`` on the demo scenario, each
+    ``reps`` times interleaved (medians)."""
+    landing = work / "demo" / "landing"
+    simulate(landing, scenario="demo", nodes=cfg["demo_nodes"], seed=0)
+    nbytes, nfiles = landing_bytes(landing)
+    warm(landing)
+    bare, ingest, full = [], [], []
+    for i in range(cfg["reps"]):
+        say(f"overhead: demo, round {i + 1} of {cfg['reps']} ({workers} workers)")
+        bare.append(measure.run([sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
+                                env=env_workers(workers)))
+        wh = work / "demo" / "warehouse"
+        shutil.rmtree(wh, ignore_errors=True)
+        ingest.append(measure.run([sys.executable, str(HERE / "ingest_only.py"), str(landing), str(wh),
+                                   "--workers", str(workers)], env=env_workers(workers)))
+        shutil.rmtree(wh, ignore_errors=True)
+        full.append(measure.run(faultline_cmd("run", "--landing", str(landing), "--warehouse", str(wh)),
+                                env=env_workers(workers)))
+    med = lambda xs: statistics.median(x.wall_s for x in xs)  # noqa: E731
+    out = {"partitions": bare[0].json()["partitions"], "files": nfiles, "landing_bytes": nbytes, "workers": workers,
+           "reps": cfg["reps"], "bare_s": med(bare), "ingest_s": med(ingest), "run_s": med(full)}
+    out["ratio"] = out["ingest_s"] / out["bare_s"]
+    out["run_ratio"] = out["run_s"] / out["bare_s"]
+    out["target_met"] = met("overhead", out["ratio"])
+    return out
+
+
 def _audit_bytes(warehouse: Path) -> int:
     from faultline import queries
     con = queries.connect(warehouse)
@@ -445,6 +477,17 @@ def render_table(res: dict) -> str:
                        yes_no(p["target_met"])]])
         out.append("")
         summary.append(["parse ≥ 0.6x grep", f"{p['faultline_vs_grep']:.2f}x", yes_no(p["target_met"])])
+    if "overhead" in res:
+        o = res["overhead"]
+        out += [f"### Orchestration overhead: the demo scenario, {o['partitions']} partitions, {o['files']:,} files, "
+                f"{f_mb(o['landing_bytes'])} ({o['workers']} workers, median of {o['reps']} interleaved runs)", ""]
+        out += table(["run", "wall", "vs bare parse"],
+                     [["bare parse (`ingest_partition` per partition, no Dagster, no lake)", f_s(o["bare_s"]), "1.00x"],
+                      ["Dagster ingest (range runs, lake writes, checks, view file)", f_s(o["ingest_s"]),
+                       f"{o['ratio']:.2f}x"],
+                      ["`faultline run` (ingest + analytics + report, process start)", f_s(o["run_s"]),
+                       f"{o['run_ratio']:.2f}x"]]) + [""]
+        summary.append(["orchestration overhead ≤ 1.5x (demo)", f"{o['ratio']:.2f}x", yes_no(o["target_met"])])
     if "fleet" in res:
         f = res["fleet"]
         out += [f"### Nightly pipeline, fleet-day: {f['nodes']:,} nodes ({f['gpus']:,} GPUs), one day, "
@@ -554,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "parse" in sections:
             res["parse"] = section_parse(cfg, work)
+        if "overhead" in sections:
+            res["overhead"] = section_overhead(cfg, work, workers)
         full_point = None
         if "fleet" in sections or "scaling" in sections:
             full_point = measure_fleet(cfg, work, cfg["fleet_nodes"], workers)
@@ -578,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
         if not a.keep and not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
         elif not a.keep:
-            for sub in ("parse", "year", *[p.name for p in work.glob("fleet-*")]):
+            for sub in ("parse", "demo", "year", *[p.name for p in work.glob("fleet-*")]):
                 shutil.rmtree(work / sub, ignore_errors=True)
     res["wall_s"] = time.perf_counter() - T0
     res["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -13,6 +13,7 @@ import datetime as dt
 import hashlib
 import io
 import os
+import re
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import polars as pl
 from ..classify.engine import classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, conform
-from . import reader
+from . import literal_scan, reader
 from .prefix import derive_timestamps, split_prefix
 
 # Job output: lines that continue the message above them (traceback bodies, C++ frames,
@@ -36,6 +37,7 @@ GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
 # those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
 _CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
+_CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"     # and no CR (literal_scan's fast path)
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
 KERNEL_JOIN_GAP = 3      # physical lines an NVRM/SXid continuation may trail its start by
 PREFIX_FORMATS = [       # (format name, prefix field that identifies it), first hit wins
@@ -142,10 +144,53 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _fast_candidates(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None) -> tuple[int, pl.DataFrame] | None:
+    """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match
+    (``literal_scan``), the exact polars filter runs on those alone (and on the head line).
+    None where that would not be exact: control or non-ASCII bytes, CR, overlong lines, full
+    mode, no Hyperscan."""
+    if ctx.full or block.head_overlong or not literal_scan.available() or len(block.head) > reader.MAX_LINE_BYTES:
+        return None
+    if not (block.head.isascii() and block.body.isascii()) or block.head.translate(None, _CLEAN_NO_CR):
+        return None
+    body = memoryview(block.body)
+    nl = block.body.find(b"\n")
+    start = nl + 1 if nl >= 0 else len(body)
+    end = block.body.rfind(b"\n") + 1 if block.drop_last else len(body)
+    rest = body[start:max(start, end)]               # whole lines after the head, each ending in \n
+    ends = literal_scan.line_ends(rest)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    if len(ends) and int((ends - starts).max()) > reader.MAX_LINE_BYTES:
+        return None
+    idx = literal_scan.matching_lines(rest, ends, _fast_patterns(ctx, rs, fmt))   # also checks control bytes
+    if idx is None:
+        return None
+    idx = idx.tolist()
+    head = block.head[:-1] if block.head.endswith(b"\n") else block.head
+    raw = [head.decode("ascii")] + [bytes(rest[starts[i]:ends[i]]).decode("ascii") for i in idx]
+    line_no = [block.first_line_no] + [block.first_line_no + 1 + i for i in idx]
+    cand = pl.DataFrame({"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
+                        ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+    return 1 + len(ends), cand.filter(_candidate_expr(ctx, rs, fmt))
+
+
+def _fast_patterns(ctx: SourceContext, rs: RuleSet, fmt: str | None) -> tuple[str, ...]:
+    pats = tuple(re.escape(x) for x in rs.prefilter_literals)
+    if ctx.kind == "job":
+        pats += (JOB_CONT_RE,)
+    if fmt in ("dmesg_H", "dmesg_relative"):
+        pats += (DMESG_H_RE,)
+    return pats
+
+
 def _scan_block(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None,
                 lines: pl.DataFrame | None = None) -> tuple[int, pl.DataFrame]:
     """Split one block into lines (unless given) and keep its candidates (every line in full
     mode); line numbers count from the block's ``first_line_no``."""
+    if lines is None:
+        fast = _fast_candidates(block, ctx, rs, fmt)
+        if fast is not None:
+            return fast
     lines = lines_frame(block) if lines is None else lines
     dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
     sel = _flags(lines.lazy(), dirty, block)
