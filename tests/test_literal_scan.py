@@ -85,3 +85,34 @@ def test_lines_are_found_where_the_match_ends():
     assert ends.tolist() == [5, 17, 20, 30, 35]
     assert literal_scan.matching_lines(buf, ends, ("NVRM", "Xid", r"^[ \t]+$")).tolist() == [1, 2, 3]
     assert literal_scan.matching_lines(buf + b"bad\x01\n", np.append(ends, 40), ("NVRM",)) is None
+
+
+def test_rule_narrowing_picks_the_same_first_rule(monkeypatch):
+    """Hyperscan narrows which rule patterns run on which message; the first matching rule,
+    its fields and the category must be those of the plain when/then chain."""
+    import polars as pl
+
+    from faultline.classify import engine
+    from faultline.classify.ruleset import load_ruleset
+    from mixed_log import BENIGN, FAULTS
+
+    import yaml
+
+    rs = load_ruleset()
+    msgs = [e for f in sorted((ROOT / "models" / "rules").glob("*.yaml"))
+            for r in yaml.safe_load(f.read_text())["rules"] for e in r.get("examples") or ()]
+    msgs += [t.replace("{n}", "123").replace("{host}", "node-a01").replace("{d}", "4").replace("{d2}", "07")
+             for t in [*BENIGN, *FAULTS]]
+    loghub = ROOT.parent / "shared" / "datasets" / "loghub"
+    for name in ("BGL_2k.log", "HPC_2k.log", "Thunderbird_2k.log"):
+        msgs += (loghub / name).read_text(errors="replace").splitlines()[:700]
+    assert len(msgs) > 2000
+    s = pl.Series(msgs)
+    used = []
+    real = engine._first_rule
+    monkeypatch.setattr(engine, "_first_rule", lambda *a: used.append(real(*a)) or used[-1])
+    fast = engine.classify_messages(s, rs)
+    assert used and used[0] is not None
+    monkeypatch.setattr(literal_scan, "hyperscan", None)
+    assert fast.equals(engine.classify_messages(s, rs))
+    assert fast["rule_idx"].drop_nulls().n_unique() > 50

@@ -9,6 +9,9 @@ exact polars expression on just those lines, so the result is the same line for 
 Used only where it is exact and available: clean blocks (printable ASCII, tab, no CR), lines
 no longer than the overlong limit, and where the ``hyperscan`` wheel exists (x86-64 Linux).
 Anywhere else the polars path runs alone.
+
+``rules_in`` does the same for the classifier: which rule patterns may match each message
+(Hyperscan's prefilter mode: a superset), so the exact regex runs only where it can match.
 """
 from __future__ import annotations
 
@@ -30,11 +33,29 @@ def available() -> bool:
 
 
 @lru_cache(maxsize=16)
-def _database(patterns: tuple[str, ...]):
+def _database(patterns: tuple[str, ...], flags: int | None = None):
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    flag = hyperscan.HS_FLAG_MULTILINE if flags is None else flags
     db.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))),
-               elements=len(patterns), flags=[hyperscan.HS_FLAG_MULTILINE] * len(patterns))
+               elements=len(patterns), flags=[flag] * len(patterns))
     return db
+
+
+def rules_in(texts: list[str | None], patterns: tuple[str, ...]) -> list[set[int]] | None:
+    """For each text, the indices of the patterns that may match it (never fewer than those
+    that do); None if Hyperscan cannot compile them (the caller then tries every pattern)."""
+    try:
+        db = _database(patterns, hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_ALLOWEMPTY)
+    except hyperscan.error:
+        return None
+    scratch = _scratch(db)
+    out: list[set[int]] = []
+    for text in texts:
+        ids: set[int] = set()
+        if text is not None:
+            db.scan(text.encode("utf-8", "surrogatepass"), match_event_handler=lambda i, *_: ids.add(i), scratch=scratch)
+        out.append(ids)
+    return out
 
 
 def _scratch(db):
