@@ -25,6 +25,12 @@ class AnalyticsConfig:
     rack_min_incidents: int = 4
     # Xid 13/31 on one GPU in this many distinct jobs: the GPU, not the users
     repeat_user_xid_jobs: int = 3
+    # the same GPU failing the same hardware way again within this window (separate
+    # incidents): the part is failing (NVIDIA's field practice: repeated uncorrectable memory
+    # errors or bus drops on one GPU mean replace it), whatever its node's overall rate
+    repeat_gpu_fault_incidents: int = 2
+    repeat_gpu_fault_window_days: float = 30.0
+    repeat_gpu_fault_categories: tuple[str, ...] = ("gpu_memory", "gpu_hardware", "gpu_bus_lost")
     gpus_per_node: int = 8
 
 

@@ -172,7 +172,8 @@ def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFra
         sel = kinds == kind
         rej[sel] = bh_reject(tests["p_value"].to_numpy()[sel], cfg.fdr)
     rej &= tests["incidents"].to_numpy() >= cfg.lemon_min_incidents
-    hits = tests.filter(pl.Series(rej)).sort("p_value")
+    hits = pl.concat([tests.filter(pl.Series(rej)), _repeat_gpu_faults(incidents, nodes, cfg)],
+                     how="vertical_relaxed").sort("p_value")
     lem = hits.group_by(keys, maintain_order=True).agg(
         pl.col("p_value").min(), pl.col("kind").unique().sort().str.join("+").alias("evidence_kind"),
         pl.col("detail").str.join("; ").alias("reason"))
@@ -183,6 +184,54 @@ def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFra
         action=pl.lit("drain_node"),
     ).select("provider", "cluster", "rack", "node", "node_days", "incidents", "expected", "p_value",
              "top_category", "failed_jobs", "gpu_hours_lost", "evidence_kind", "reason", "action").sort("p_value")
+
+
+def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
+    """One GPU with the same serious hardware fault in separate incidents, again within the
+    window: a field rule, not a rate test (two in a month on one of thousands of GPUs is not
+    significant after correction, yet it is the GPU to replace). Its p value is the chance of
+    that many on this GPU at the cluster's per-GPU rate of that category, for ranking only."""
+    keys = ["provider", "cluster", "node"]
+    cols = {**{k: pl.String for k in keys}, "node_days": pl.Float64, "incidents": pl.Int64, "expected": pl.Float64,
+            "p_value": pl.Float64, "kind": pl.String, "detail": pl.String}
+    need = {"gpu_pci", "category", "severity", "first_ts", "rack_incident_id"}
+    if incidents.is_empty() or not need <= set(incidents.columns):
+        return pl.DataFrame(schema=cols)
+    inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("gpu_pci").is_not_null()
+                           & pl.col("category").is_in(list(cfg.repeat_gpu_fault_categories))
+                           & pl.col("rack_incident_id").is_null())
+    # per GPU and category, the most incidents inside any window-long stretch (a sliding
+    # window over each GPU's few incident times: one row per GPU that had any)
+    grouped = inc.group_by(*keys, "gpu_pci", "category").agg(pl.col("first_ts").sort().alias("ts"))
+    rows = []
+    win = dt.timedelta(days=cfg.repeat_gpu_fault_window_days)
+    for r in grouped.iter_rows(named=True):
+        ts, best, j = r["ts"], 0, 0
+        for i in range(len(ts)):
+            while ts[i] - ts[j] > win:
+                j += 1
+            best = max(best, i - j + 1)
+        if best >= cfg.repeat_gpu_fault_incidents:
+            rows.append({**{k: r[k] for k in keys}, "gpu_pci": r["gpu_pci"], "category": r["category"], "incidents": best})
+    if not rows:
+        return pl.DataFrame(schema=cols)
+    rep = pl.DataFrame(rows)
+    # the cluster's rate of that category per GPU-day, for the p value
+    gpus = nodes.select(*keys, "node_days", pl.col("gpus").fill_null(cfg.gpus_per_node))
+    gpu_days = gpus.group_by("provider", "cluster").agg((pl.col("node_days") * pl.col("gpus")).sum().alias("_e"))
+    per_cat = inc.group_by("provider", "cluster", "category").len("_k")
+    rep = (rep.join(gpus.select(*keys, "node_days"), on=keys, how="left")
+           .join(gpu_days, on=["provider", "cluster"], how="left")
+           .join(per_cat, on=["provider", "cluster", "category"], how="left"))
+    base = (rep["_k"].fill_null(0).to_numpy() + 0.5) / np.maximum(rep["_e"].fill_null(1.0).to_numpy(), 1e-9)
+    expected = base * cfg.repeat_gpu_fault_window_days
+    p = poisson_excess_p(rep["incidents"].to_numpy(), expected)
+    return rep.with_columns(
+        node_days=pl.col("node_days").cast(pl.Float64), incidents=pl.col("incidents").cast(pl.Int64),
+        expected=pl.Series(expected), p_value=pl.Series(p), kind=pl.lit("repeat_gpu_fault"),
+        detail=pl.format("GPU {} had {} separate {} incidents within {} days", "gpu_pci", "incidents", "category",
+                         pl.lit(int(cfg.repeat_gpu_fault_window_days))),
+    ).select(list(cols))
 
 
 def _repeat_user_xids(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
