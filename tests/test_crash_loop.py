@@ -43,12 +43,12 @@ def mark():
             f.write(phase)
         os.replace(marker + ".part", marker)
 
-if phase == "parse":                      # between the files of a partition being read
-    scan_file = parse.scan_file
-    def slow_scan_file(*a, **k):
+if phase == "parse":                      # files read, their lines not yet parsed
+    parse_scans = parse.parse_scans
+    def slow_parse_scans(*a, **k):
         mark(); time.sleep(STRETCH)
-        return scan_file(*a, **k)
-    parse.scan_file = slow_scan_file
+        return parse_scans(*a, **k)
+    parse.parse_scans = slow_parse_scans
 elif phase in ("write", "analytics"):     # a temporary file written, not yet renamed
     where = os.sep + ("lake" if phase == "write" else "analytics") + os.sep
     write_parquet = pl.DataFrame.write_parquet
