@@ -51,7 +51,7 @@ def attribute_failures(jobs: pl.DataFrame, events: pl.DataFrame, flight: pl.Data
         gpus=pl.col("n_gpus"), gpu_hours_lost=(hours * pl.col("n_gpus")).round(3),
         node_list=pl.col("nodelist"),
     )
-    return out.select(JOB_FAILURE_COLUMNS).sort("ended", "job_id")
+    return out.select(JOB_FAILURE_COLUMNS).sort("ended", "provider", "cluster", "job_id")
 
 
 def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:

@@ -11,6 +11,15 @@ from .config import DEFAULT, AnalyticsConfig
 from .stats import bh_reject, node_days_to_separate, poisson_ci, poisson_excess_p, rate_ratio_ci
 
 PER = 1000.0   # rates are failures per 1,000 node-days
+# float sums are rounded: their last bits depend on the order rows arrive in (the lake's
+# file order, polars' chunks), and the same data must give the same tables
+SUM_DECIMALS = 6
+
+
+def fsum(col: str | pl.Expr) -> pl.Expr:
+    """A float column's sum, rounded so it does not depend on the order of the rows."""
+    e = pl.col(col) if isinstance(col, str) else col
+    return e.sum().round(SUM_DECIMALS)
 
 
 def exposure(inventory: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
@@ -48,7 +57,7 @@ def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFr
         pl.col("first_ts").max().alias("last_incident"))
     hits = failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"])).group_by(
         "provider", "cluster", pl.col("culprit_node").alias("node")).agg(
-        pl.len().alias("failed_jobs"), pl.col("gpu_hours_lost").sum())
+        pl.len().alias("failed_jobs"), fsum("gpu_hours_lost").alias("gpu_hours_lost"))
     df = (expo.join(per_node, on=["provider", "cluster", "node"], how="left")
           .join(hits, on=["provider", "cluster", "node"], how="left")
           .with_columns(pl.col("incidents").fill_null(0).cast(pl.Int64), pl.col("failed_jobs").fill_null(0).cast(pl.Int64),
@@ -58,9 +67,9 @@ def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFr
 
 def group_health(nodes: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     g = nodes.group_by(keys).agg(
-        pl.col("node_days").sum(), pl.col("incidents").sum(), pl.col("failed_jobs").sum(),
-        pl.col("gpu_hours_lost").sum(), pl.len().alias("n_nodes"),
-        (pl.col("node_days") * pl.col("gpus") * 24).sum().alias("gpu_hours"))
+        fsum("node_days").alias("node_days"), pl.col("incidents").sum(), pl.col("failed_jobs").sum(),
+        fsum("gpu_hours_lost").alias("gpu_hours_lost"), pl.len().alias("n_nodes"),
+        fsum(pl.col("node_days") * pl.col("gpus") * 24).alias("gpu_hours"))
     return _with_ci(g).sort(keys)
 
 
@@ -72,7 +81,7 @@ def scoreboard(nodes: pl.DataFrame, failures: pl.DataFrame, job_gpus: int = 1024
         f = failures.group_by(keys).agg(
             pl.len().alias("failed_jobs_all"),
             (pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_failed_jobs"),
-            pl.col("gpu_hours_lost").filter(pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_gpu_hours_lost"))
+            fsum(pl.col("gpu_hours_lost").filter(pl.col("domain").is_in(["hardware", "software"]))).alias("infra_gpu_hours_lost"))
         g = g.drop("failed_jobs").join(f, on=keys, how="left").with_columns(level=pl.lit(level))
         if level == "provider":
             g = g.with_columns(cluster=pl.lit(None, pl.String))
@@ -93,11 +102,11 @@ def scoreboard(nodes: pl.DataFrame, failures: pl.DataFrame, job_gpus: int = 1024
 def failure_causes(incidents: pl.DataFrame, failures: pl.DataFrame) -> pl.DataFrame:
     """Share of job failures by root cause per provider (like Llama 3's interruption table)."""
     f = failures.group_by("provider", "root_cause", "domain").agg(
-        pl.len().alias("failed_jobs"), pl.col("gpu_hours_lost").sum())
+        pl.len().alias("failed_jobs"), fsum("gpu_hours_lost").alias("gpu_hours_lost"))
     return f.with_columns(
         share=pl.col("failed_jobs") / pl.col("failed_jobs").sum().over("provider"),
-        gpu_hours_share=pl.col("gpu_hours_lost") / pl.col("gpu_hours_lost").sum().over("provider"),
-    ).sort("provider", "failed_jobs", descending=[False, True])
+        gpu_hours_share=(pl.col("gpu_hours_lost") / pl.col("gpu_hours_lost").sum().over("provider").round(SUM_DECIMALS)),
+    ).sort("provider", "failed_jobs", "root_cause", "domain", descending=[False, True, False, False])
 
 
 def provider_comparison(sb: pl.DataFrame, level: str = "provider", conf: float = 0.95) -> pl.DataFrame:
