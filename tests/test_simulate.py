@@ -157,6 +157,14 @@ def test_refuses_to_overwrite(demo, tmp_path):
     assert (tmp_path / "precious.txt").exists()
 
 
+def test_a_fleet_day_without_a_single_fault_still_simulates(tmp_path):
+    """A small fleet for one day can draw no fault at all (it crashed once: an empty keep list)."""
+    root = tmp_path / "quiet"
+    summary = simulate(root, scenario="scale", nodes=50, seed=0)
+    assert summary["faults"] == 0 and summary["nodes"] == 50 and summary["jobs"] > 0
+    assert any((root / "bluepeak").rglob("*.log*"))
+
+
 # --- determinism -------------------------------------------------------------------------------
 
 def test_warm_start_is_deterministic_and_starts_mid_run(tmp_path_factory):

@@ -248,7 +248,7 @@ def settle(f: pl.DataFrame, boot0: np.ndarray, maint: pl.DataFrame, seed: int) -
             continue
         pending_free[nd] = max(pending_free.get(nd, -1), free)
     f = f.with_columns(boot_t=pl.Series(boot_t, dtype=pl.Int64), shutdown_t=pl.Series(shut_t, dtype=pl.Int64))
-    f = f.filter(pl.Series(keep))
+    f = f.filter(pl.Series(keep, dtype=pl.Boolean))   # typed: an empty list would be Null
     gap_rows = [(nd, a, b) for nd in sorted(gaps) for a, b in sorted(gaps[nd])]
     g = pl.DataFrame(gap_rows, schema={"node_idx": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row")
     pre = pl.DataFrame({"node_idx": np.arange(len(boot0), dtype=np.int64),
