@@ -6,7 +6,6 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from faultline.ingest import literal_scan, parse, reader
@@ -20,13 +19,15 @@ pytestmark = pytest.mark.skipif(not literal_scan.available(), reason="no hypersc
 
 
 def _both(path, ctx, monkeypatch):
+    """Parse with and without Hyperscan; the fast path must run on kernel logs and must not on
+    job logs (their continuation lines come from a regex)."""
     monkeypatch.setattr(parse, "SMALL_FILE_BYTES", 0)   # the block scanner
     monkeypatch.setattr(reader, "BLOCK_SIZE", 1 << 14)  # many blocks: all but the first take the fast path
     used = []
     real = literal_scan.matching_lines
     monkeypatch.setattr(literal_scan, "matching_lines", lambda *a: used.append(real(*a)) or used[-1])
     fast = parse_file(path, ctx)
-    assert any(u is not None for u in used), "the fast path never ran"
+    assert bool(used) == (ctx.kind != "job"), f"fast path used {len(used)} times on a {ctx.kind} log"
     monkeypatch.setattr(literal_scan, "matching_lines", real)
     with monkeypatch.context() as m:
         m.setattr(literal_scan, "hyperscan", None)
@@ -83,36 +84,23 @@ def test_lines_are_found_where_the_match_ends():
     buf = b"alpha\nbeta NVRM x\n \t\ngamma Xid\nzeta\n"
     ends = literal_scan.line_ends(buf)
     assert ends.tolist() == [5, 17, 20, 30, 35]
-    assert literal_scan.matching_lines(buf, ends, ("NVRM", "Xid", r"^[ \t]+$")).tolist() == [1, 2, 3]
-    assert literal_scan.matching_lines(buf + b"bad\x01\n", np.append(ends, 40), ("NVRM",)) is None
+    assert literal_scan.matching_lines(buf, ends, ("NVRM", "Xid", "\t")).tolist() == [1, 2, 3]
 
 
-def test_rule_narrowing_picks_the_same_first_rule(monkeypatch):
-    """Hyperscan narrows which rule patterns run on which message; the first matching rule,
-    its fields and the category must be those of the plain when/then chain."""
-    import polars as pl
+def test_the_literal_database_never_misses_a_literal():
+    """Randomized: every prefilter literal planted in random text (line breaks, brackets,
+    digits: what broke Hyperscan's regex matching) is found, on the right line."""
+    import random
 
-    from faultline.classify import engine
     from faultline.classify.ruleset import load_ruleset
-    from mixed_log import BENIGN, FAULTS
 
-    import yaml
-
-    rs = load_ruleset()
-    msgs = [e for f in sorted((ROOT / "models" / "rules").glob("*.yaml"))
-            for r in yaml.safe_load(f.read_text())["rules"] for e in r.get("examples") or ()]
-    msgs += [t.replace("{n}", "123").replace("{host}", "node-a01").replace("{d}", "4").replace("{d2}", "07")
-             for t in [*BENIGN, *FAULTS]]
-    loghub = ROOT.parent / "shared" / "datasets" / "loghub"
-    for name in ("BGL_2k.log", "HPC_2k.log", "Thunderbird_2k.log"):
-        msgs += (loghub / name).read_text(errors="replace").splitlines()[:700]
-    assert len(msgs) > 2000
-    s = pl.Series(msgs)
-    used = []
-    real = engine._first_rule
-    monkeypatch.setattr(engine, "_first_rule", lambda *a: used.append(real(*a)) or used[-1])
-    fast = engine.classify_messages(s, rs)
-    assert used and used[0] is not None
-    monkeypatch.setattr(literal_scan, "hyperscan", None)
-    assert fast.equals(engine.classify_messages(s, rs))
-    assert fast["rule_idx"].drop_nulls().n_unique() > 50
+    lits = load_ruleset().prefilter_literals
+    rng = random.Random(20261130)
+    alphabet = "abcdefgh ijk:[]{}0123456789\n"
+    for _ in range(1500):
+        text = "".join("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+                       + (rng.choice(lits) if rng.random() < 0.5 else "") for _ in range(rng.randint(1, 12)))
+        lines = text.split("\n")
+        buf = ("\n".join(lines) + "\n").encode()
+        want = [i for i, line in enumerate(lines) if any(x in line for x in lits)]
+        assert literal_scan.matching_lines(buf, literal_scan.line_ends(buf), lits).tolist() == want, text

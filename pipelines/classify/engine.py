@@ -6,10 +6,8 @@ tests guarantee (every rule names keywords present in each line it can match).
 """
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
-from ..ingest import literal_scan
 from .ruleset import GROUP_NAMES, RuleSet
 
 INT_GROUPS = {"xid", "sxid", "caused_by_xid", "rank", "cuda_dev"}
@@ -75,36 +73,10 @@ def _empty_result() -> pl.DataFrame:
     return pl.DataFrame(schema=cols)
 
 
-def _first_rule(msgs: pl.Series, rs: RuleSet) -> pl.Series | None:
-    """The index of the first rule whose pattern matches each message (null: none), as the
-    when/then chain decides it, but each pattern runs only on the messages Hyperscan says it
-    may match. None without Hyperscan (the chain then runs every pattern on every message)."""
-    if not literal_scan.available():
-        return None
-    maybe = literal_scan.rules_in(msgs.to_list(), tuple(r.pattern for r in rs.rules))
-    if maybe is None:
-        return None
-    by_rule: dict[int, list[int]] = {}
-    for row, ids in enumerate(maybe):
-        for i in ids:
-            by_rule.setdefault(i, []).append(row)
-    first = np.full(len(msgs), -1, dtype=np.int32)
-    for i in sorted(by_rule):
-        rows = np.asarray(by_rule[i], dtype=np.int64)
-        rows = rows[first[rows] < 0]
-        if len(rows):
-            hit = msgs.gather(rows).str.contains(rs.rules[i].pattern).fill_null(False).to_numpy()
-            first[rows[hit]] = i
-    return pl.Series("rule_idx", first).replace(-1, None).cast(pl.Int32)
-
-
 def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     rules = rs.rules
     m = pl.col("msg")
-    first = _first_rule(cand["msg"], rs) if cand.height else None
-    if first is not None:
-        cand = cand.with_columns(rule_idx=first)
-    elif cand.height:
+    if cand.height:
         chain = pl.when(m.str.contains(rules[0].pattern)).then(pl.lit(0, pl.Int32))
         for i, r in enumerate(rules[1:], start=1):
             chain = chain.when(m.str.contains(r.pattern)).then(pl.lit(i, pl.Int32))

@@ -1,20 +1,23 @@
-"""Find the lines of a block that can hold a candidate, in one pass over its bytes (Hyperscan).
+"""Find the lines of a block that hold a prefilter literal, in one pass over its bytes (Hyperscan).
 
-The prefilter's ~200 literals (and the job-continuation and ``dmesg -H`` patterns) are
-compiled once into a Hyperscan database and run over the whole block at a few GB/s, the way
-grep runs over a file: no per-line calls. What this returns is a superset of the lines the
-polars prefilter keeps (a match inside a line is found in the block too); the caller runs the
-exact polars expression on just those lines, so the result is the same line for line.
+The prefilter's ~200 literals are compiled once into a Hyperscan database and run over the
+whole block at a few GB/s, the way grep runs over a file: no per-line calls. The caller runs
+the exact polars expression on just the lines returned, so the result is the same line for
+line.
+
+Literals only. Hyperscan 0.9.1 (the PyPI wheel) was seen to drop matches of regexes: with
+``\\{\\d+\\}\\[Hardware Error\\]`` and a longer pattern sharing its start in one database,
+``{2}[Hardware Error]`` after a 30-byte line was not reported at all. Literal sets showed no
+miss in randomized checks (``tests/test_literal_scan.py``), so regexes (job-log continuation
+lines, ``dmesg -H`` stamps, the rules themselves) stay with polars.
 
 Used only where it is exact and available: clean blocks (printable ASCII, tab, no CR), lines
 no longer than the overlong limit, and where the ``hyperscan`` wheel exists (x86-64 Linux).
 Anywhere else the polars path runs alone.
-
-``rules_in`` does the same for the classifier: which rule patterns may match each message
-(Hyperscan's prefilter mode: a superset), so the exact regex runs only where it can match.
 """
 from __future__ import annotations
 
+import re
 import threading
 from functools import lru_cache
 
@@ -33,29 +36,11 @@ def available() -> bool:
 
 
 @lru_cache(maxsize=16)
-def _database(patterns: tuple[str, ...], flags: int | None = None):
+def _database(patterns: tuple[str, ...]):
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    flag = hyperscan.HS_FLAG_MULTILINE if flags is None else flags
     db.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))),
-               elements=len(patterns), flags=[flag] * len(patterns))
+               elements=len(patterns), flags=[0] * len(patterns))
     return db
-
-
-def rules_in(texts: list[str | None], patterns: tuple[str, ...]) -> list[set[int]] | None:
-    """For each text, the indices of the patterns that may match it (never fewer than those
-    that do); None if Hyperscan cannot compile them (the caller then tries every pattern)."""
-    try:
-        db = _database(patterns, hyperscan.HS_FLAG_PREFILTER | hyperscan.HS_FLAG_ALLOWEMPTY)
-    except hyperscan.error:
-        return None
-    scratch = _scratch(db)
-    out: list[set[int]] = []
-    for text in texts:
-        ids: set[int] = set()
-        if text is not None:
-            db.scan(text.encode("utf-8", "surrogatepass"), match_event_handler=lambda i, *_: ids.add(i), scratch=scratch)
-        out.append(ids)
-    return out
 
 
 def _scratch(db):
@@ -74,35 +59,14 @@ def line_ends(buf: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
 
 
-# control bytes other than tab, LF, VT, FF and ESC (CR included): a block holding any is
-# not clean, and the caller's exact path reads it
-DIRTY = r"[\x00-\x08\x0d-\x1a\x1c-\x1f\x7f]"
-
-
-def matching_lines(buf, ends: np.ndarray, patterns: tuple[str, ...]) -> np.ndarray | None:
-    """Sorted indices of the lines of ``buf`` (ASCII) where any of ``patterns`` (regex syntax
-    that Hyperscan and the Rust regex crate read alike) matches; None if ``buf`` holds a
-    control byte (``DIRTY``), checked in the same pass."""
-    db = _database((*patterns, DIRTY))
-    dirty_id = len(patterns)
+def matching_lines(buf, ends: np.ndarray, literals: tuple[str, ...]) -> np.ndarray:
+    """Sorted indices of the lines of ``buf`` (ASCII, one newline per line) holding any of
+    ``literals``."""
+    db = _database(tuple(re.escape(x) for x in literals))
     hits: list[int] = []
-
-    def on_match(pid: int, _frm: int, to: int, _flags: int, _ctx) -> bool | None:
-        if pid == dirty_id:
-            hits.clear()
-            hits.append(-1)
-            return True          # stop the scan
-        hits.append(to)
-        return None
-
-    try:
-        db.scan(buf, match_event_handler=on_match, scratch=_scratch(db))
-    except hyperscan.ScanTerminated:
-        return None
-    if hits[:1] == [-1]:
-        return None
+    db.scan(buf, match_event_handler=lambda _id, _frm, to, _flags, _ctx: hits.append(to), scratch=_scratch(db))
     if not hits:
         return np.empty(0, dtype=np.int64)
-    # the last byte of a match lies in its line (a newline belongs to the line it ends)
+    # the last byte of a match lies in its line (literals hold no newline)
     pos = np.asarray(hits, dtype=np.int64) - 1
     return np.unique(np.searchsorted(ends, pos, side="left"))

@@ -148,10 +148,12 @@ def _fast_candidates(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: 
     """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match
     (``literal_scan``), the exact polars filter runs on those alone (and on the head line).
     None where that would not be exact: control or non-ASCII bytes, CR, overlong lines, full
-    mode, no Hyperscan."""
-    if ctx.full or block.head_overlong or not literal_scan.available() or len(block.head) > reader.MAX_LINE_BYTES:
+    mode, job logs and ``dmesg -H`` (their candidates also come from regexes, which Hyperscan is
+    not given: see ``literal_scan``), no Hyperscan."""
+    if (ctx.full or ctx.kind == "job" or fmt in ("dmesg_H", "dmesg_relative") or block.head_overlong
+            or not literal_scan.available() or len(block.head) > reader.MAX_LINE_BYTES):
         return None
-    if not (block.head.isascii() and block.body.isascii()) or block.head.translate(None, _CLEAN_NO_CR):
+    if block.head.translate(None, _CLEAN_NO_CR) or block.body.translate(None, _CLEAN_NO_CR):
         return None
     body = memoryview(block.body)
     nl = block.body.find(b"\n")
@@ -162,25 +164,13 @@ def _fast_candidates(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: 
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     if len(ends) and int((ends - starts).max()) > reader.MAX_LINE_BYTES:
         return None
-    idx = literal_scan.matching_lines(rest, ends, _fast_patterns(ctx, rs, fmt))   # also checks control bytes
-    if idx is None:
-        return None
-    idx = idx.tolist()
+    idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals).tolist()
     head = block.head[:-1] if block.head.endswith(b"\n") else block.head
     raw = [head.decode("ascii")] + [bytes(rest[starts[i]:ends[i]]).decode("ascii") for i in idx]
     line_no = [block.first_line_no] + [block.first_line_no + 1 + i for i in idx]
     cand = pl.DataFrame({"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
                         ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
     return 1 + len(ends), cand.filter(_candidate_expr(ctx, rs, fmt))
-
-
-def _fast_patterns(ctx: SourceContext, rs: RuleSet, fmt: str | None) -> tuple[str, ...]:
-    pats = tuple(re.escape(x) for x in rs.prefilter_literals)
-    if ctx.kind == "job":
-        pats += (JOB_CONT_RE,)
-    if fmt in ("dmesg_H", "dmesg_relative"):
-        pats += (DMESG_H_RE,)
-    return pats
 
 
 def _scan_block(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None,
