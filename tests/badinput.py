@@ -170,26 +170,27 @@ def case_utf8(root: Path) -> Case:
     return case
 
 
+def _line_ends(root: Path, name: str, eol: str) -> Case:
+    """A kernel log and a job log whose lines end in ``eol``."""
+    case = _case(root, name)
+    node = f"{name}-n1"
+    write(case.day(root) / "kernel" / f"{node}.log", good_kernel(node).replace("\n", eol))
+    write(case.day(root) / "jobs" / "777" / "train.log", GOOD_JOB.replace("\n", eol))
+    case.nodes.append(node)
+    return case
+
+
 def case_crlf(root: Path) -> Case:
     """CRLF line ends in a kernel log, a job log and sacct.txt."""
-    case = _case(root, "crlf")
-    node = "crlf-n1"
-    write(case.day(root) / "kernel" / f"{node}.log", good_kernel(node).replace("\n", "\r\n"))
-    write(case.day(root) / "jobs" / "777" / "train.log", GOOD_JOB.replace("\n", "\r\n"))
-    rows = [SACCT_HEADER] + [r.format(n1=node, n2=case.nodes[0]) for r in SACCT_GOOD_ROWS]
+    case = _line_ends(root, "crlf", "\r\n")
+    rows = [SACCT_HEADER] + [r.format(n1=case.nodes[-1], n2=case.nodes[0]) for r in SACCT_GOOD_ROWS]
     write(case.day(root) / "slurm" / "sacct.txt", "\r\n".join(rows) + "\r\n")
-    case.nodes.append(node)
     return case
 
 
 def case_cr_only(root: Path) -> Case:
     """Old-Mac CR-only line ends (what some serial-console captures give)."""
-    case = _case(root, "cronly")
-    node = "cronly-n1"
-    write(case.day(root) / "kernel" / f"{node}.log", good_kernel(node).replace("\n", "\r"))
-    write(case.day(root) / "jobs" / "777" / "train.log", GOOD_JOB.replace("\n", "\r"))
-    case.nodes.append(node)
-    return case
+    return _line_ends(root, "cronly", "\r")
 
 
 LONG_LINE_BYTES = 10 << 20
