@@ -235,17 +235,24 @@ def _walk_objects(root: ObjectPath, folder: ObjectPath, problems: list[Problem])
 
 
 def _walk_files(root: Path, folder: Path, problems: list[Problem]) -> list[Path]:
-    """All visible regular files under ``folder`` without following links."""
+    """All visible regular files under ``folder`` without following links. ``folder`` is
+    inside ``root`` and no link on the way down is followed, so nothing found can resolve
+    outside it: each entry needs only its own ``lstat`` (``DirEntry`` caches it)."""
     out: list[Path] = []
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if _hidden(entry.name) or not _safe(root, entry, problems):
+    with os.scandir(folder) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        if _hidden(entry.name):
             continue
-        if entry.is_dir():
-            out.extend(_walk_files(root, entry, problems))
-        elif entry.is_file():
-            out.append(entry)
+        path = folder / entry.name
+        if entry.is_symlink():
+            problems.append(Problem(path.relative_to(root).as_posix(), "symlink"))
+        elif entry.is_dir(follow_symlinks=False):
+            out.extend(_walk_files(root, path, problems))
+        elif entry.is_file(follow_symlinks=False):
+            out.append(path)
         else:
-            problems.append(Problem(entry.relative_to(root).as_posix(), "not_a_file"))
+            problems.append(Problem(path.relative_to(root).as_posix(), "not_a_file"))
     return out
 
 

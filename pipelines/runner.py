@@ -14,11 +14,13 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import TYPE_CHECKING
 
-import dagster as dg
-
-from . import lake, storage
+from . import lake, run_plan, storage
 from .landing import Partition, discover
+
+if TYPE_CHECKING:       # Dagster is imported where a run starts: planning and spawning need none of it
+    import dagster as dg
 
 ProgressFn = Callable[[int, int, Partition, dict], None]
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -57,8 +59,11 @@ def default_workers() -> int:
 def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: list[Partition],
                      instance: dg.DagsterInstance | None = None) -> list[dict]:
     """One Dagster run over ``run`` (consecutive clusters x consecutive days; see
-    ``partitions.partition_ranges``): its ingest assets and checks. Also the body of a worker."""
-    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
+    ``run_plan``): its ingest assets and checks. Also the body of a worker."""
+    import dagster as dg
+
+    from .defs.ingest.assets import LAKE_ASSETS
+    from .defs.ingest.checks import LAKE_CHECKS
     from .defs.partitions import range_tags, register
     from .defs.resources import LakeResource, LandingResource
 
@@ -70,28 +75,30 @@ def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: 
     resources = {"landing": LandingResource(path=storage.abspath(landing), models_dir=models_dir),
                  "lake": LakeResource(warehouse=storage.abspath(warehouse))}
     # the view file is rebuilt once at the end of a batch, not after every partition
-    per_partition = [k for a in INGEST_ASSETS for k in a.keys if k != dg.AssetKey("out_warehouse")]
-    dg.materialize([*INGEST_ASSETS, *INGEST_CHECKS], selection=per_partition, resources=resources,
+    dg.materialize([*LAKE_ASSETS, *LAKE_CHECKS], resources=resources,
                    instance=instance, run_config=QUIET,
                    tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"})
     share = round((time.perf_counter() - t1) / len(run), 3)   # the run's time, split evenly
     return [partition_stats(warehouse, part) | {"seconds": share} for part in run]
 
 
-#: partitions per Dagster run at most (a run costs about 0.4 s of bookkeeping here, a small
-#: partition's parse 0.3 s; memory does not grow with a run: partitions are read one by one)
+#: partitions per Dagster run at most (memory does not grow with a run: partitions are read
+#: one by one; a run's cost is in ``run_plan``)
 RUN_PARTITIONS = 64
 
 
 def batches(parts: list[Partition], workers: int, instance: dg.DagsterInstance | None = None) -> list[list[Partition]]:
-    """The Dagster runs for ``parts`` (consecutive clusters x consecutive days, see
-    ``partitions.partition_ranges``), small enough that every worker gets a share."""
-    from .defs.partitions import partition_ranges, register
+    """The Dagster runs for ``parts`` on ``workers`` workers, largest first (``run_plan.plan``:
+    consecutive clusters x consecutive days, cut so that the workers finish together). Keys
+    are ordered as ``instance`` lists them (registered there first), else sorted, as the fresh
+    instance of each worker's run registers them."""
+    orders = (None, None)
+    if instance is not None:
+        from .defs.partitions import key_orders, register
 
-    if instance is None:
-        instance = dg.DagsterInstance.ephemeral()   # only to order the keys (sorted)
-    register(instance, parts)
-    return partition_ranges(instance, parts, max(1, min(RUN_PARTITIONS, -(-len(parts) // max(1, workers)))))
+        register(instance, parts)
+        orders = key_orders(instance)
+    return run_plan.plan(parts, workers, RUN_PARTITIONS, *orders)
 
 
 class Tally:
@@ -128,12 +135,8 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
     Raises ``dg.DagsterExecutionStepExecutionError`` (or the asset's own error) on failure;
     partitions written before the failure stay written (each is replaced atomically).
     """
-    from .defs.resources import LakeResource, LandingResource
-
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
-    resources = {"landing": LandingResource(path=str(storage.abspath(landing)), models_dir=models_dir),
-                 "lake": LakeResource(warehouse=str(storage.abspath(warehouse)))}
     tally = Tally(len(parts), progress)
     # a caller's instance (tests, the UI) sees every run only when they run here
     workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
@@ -150,18 +153,26 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())
     if tally.rows:
-        tally.totals.update(finish(resources["lake"], analytics, instance))
+        tally.totals.update(finish(warehouse, analytics, instance))
     return tally.summary(t0)
 
 
-def finish(lake_resource, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
+def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
     Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them."""
+    from . import warehouse as view_file
+
+    warehouse = str(storage.abspath(warehouse))
     if not analytics:
-        lake_resource.build_warehouse()
+        view_file.build(warehouse)
         return {}
+    import dagster as dg
+
     from .defs.analytics.assets import out_analytics, out_report
+    from .defs.resources import LakeResource
+
+    lake_resource = LakeResource(warehouse=warehouse)
 
     t1 = time.perf_counter()
     res = dg.materialize([out_analytics, out_report], resources={"lake": lake_resource},

@@ -202,8 +202,7 @@ def run_on_dask(landing: str | os.PathLike, warehouse: str | os.PathLike, addres
             if instance is None:
                 inst.dispose()
     if tally.rows:
-        from .defs.resources import LakeResource
         # this process is the one DuckDB writer
-        tally.totals.update(finish(LakeResource(warehouse=warehouse), analytics))
+        tally.totals.update(finish(warehouse, analytics))
     return tally.summary(t0, dask={"address": address, "runs": len(runs),
                                    "steps": {worker_pids.get(pid, pid): n for pid, n in sorted(steps.items())}})

@@ -57,8 +57,39 @@ def test_every_range_is_exactly_what_dagster_expands_it_to(instance):
 def test_batches_give_every_worker_a_share():
     ps = parts({f"p:c{i}": list(range(1, 8)) for i in range(7)})
     assert [len(r) for r in batches(ps, 1)] == [49]
-    assert [len(r) for r in batches(ps, 2)] == [21, 21, 7]
+    # 5 clusters x 5 days; 2 clusters x 7 days + 5 clusters x 2 days: 25 + 24 (one worker
+    # taking whole clusters would do 28 while the other does 21)
+    assert [len(r) for r in batches(ps, 2)] == [25, 14, 10]
     assert [len(r) for r in batches(ps, 8)] == [7] * 7
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4, 5])
+def test_a_plan_covers_every_partition_once_in_rectangles_and_beats_whole_clusters(workers, instance):
+    from faultline import run_plan
+
+    ps = parts({"p:a": [1, 2, 3, 4, 5, 6], "p:b": [1, 2, 3, 4, 5, 6], "p:c": [2, 3, 4, 5], "q:d": [1, 3, 4, 5, 6, 7],
+                "q:e": list(range(1, 12))})
+    register(instance, ps)
+    runs = batches(ps, workers, instance)
+    assert sorted(p.relpath for run in runs for p in run) == sorted(p.relpath for p in ps)
+    assert [len(r) for r in runs] == sorted((len(r) for r in runs), reverse=True)
+    for run in runs:       # each run is exactly the range Dagster expands its tags to
+        tags = range_tags(run)
+        keys = landing_partitions.get_partition_keys_in_range(
+            dg.PartitionKeyRange(tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"]),
+            dynamic_partitions_store=instance)
+        assert sorted(map(str, keys)) == sorted(f"{p.cluster_key}|{p.date}" for p in run)
+    whole = partition_ranges(instance, ps, -(-len(ps) // workers))
+    assert run_plan.makespan([len(r) for r in runs], workers) <= run_plan.makespan([len(r) for r in whole], workers)
+
+
+def test_makespan_is_the_pool_taking_runs_largest_first():
+    from faultline.run_plan import makespan
+
+    assert makespan([21, 21, 7], 2, run_cost=0) == 28
+    assert makespan([25, 14, 10], 2, run_cost=0) == 25
+    assert makespan([3, 3, 3], 2, run_cost=1) == 8
+    assert makespan([5], 4, run_cost=1) == 6
 
 
 def test_a_range_run_writes_what_single_partition_runs_write(landing, tmp_path):

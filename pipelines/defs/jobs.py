@@ -1,12 +1,12 @@
 """The ingest job: everything that turns one landing partition into lake tables and views."""
 import dagster as dg
 
-from .ingest.assets import core_events, core_inventory, core_jobs, raw_landing
-from .ingest.checks import lake_fresh, lines_balanced, schema_checks
+from .ingest.assets import LAKE_ASSETS
+from .ingest.checks import LAKE_CHECKS
 from .warehouse.assets import out_warehouse
 
-INGEST_ASSETS = [raw_landing, core_events, core_jobs, core_inventory, out_warehouse]
-INGEST_CHECKS = [lines_balanced, *schema_checks, lake_fresh]
+INGEST_ASSETS = [*LAKE_ASSETS, out_warehouse]
+INGEST_CHECKS = LAKE_CHECKS
 
 ingest_job = dg.define_asset_job(
     "ingest_job",

@@ -9,6 +9,7 @@ import warnings
 
 import dagster as dg
 
+from .. import run_plan
 from ..landing import Partition, cluster_key, split_cluster_key
 
 dates = dg.DynamicPartitionsDefinition(name="faultline_date")
@@ -39,40 +40,19 @@ def partitions_of(context) -> list[Partition]:
     return [_partition(k) for k in context.partition_keys]
 
 
+def key_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
+    """The instance's order of date keys and of cluster keys (a range follows it)."""
+    return instance.get_dynamic_partitions(dates.name), instance.get_dynamic_partitions(clusters.name)
+
+
 def partition_ranges(instance: dg.DagsterInstance, parts: list[Partition], max_parts: int) -> list[list[Partition]]:
     """``parts`` as the partitions of range runs, each at most ``max_parts``.
 
     A range of a multi-partitioned asset is the product of one range per dimension, in the
-    instance's order of keys: a run covers consecutive clusters times consecutive days. Each
-    cluster's days are cut into runs of consecutive days first; neighbouring clusters with
-    the same days then share a run while it stays within ``max_parts``.
+    instance's order of keys: a run covers consecutive clusters times consecutive days (see
+    ``run_plan.ranges``).
     """
-    day_order = {d: i for i, d in enumerate(instance.get_dynamic_partitions(dates.name))}
-    cluster_order = {c: i for i, c in enumerate(instance.get_dynamic_partitions(clusters.name))}
-    max_days = max(1, max_parts)
-    spans: list[tuple[str, list[Partition]]] = []      # (cluster key, consecutive days)
-    by_cluster: dict[str, list[Partition]] = {}
-    for p in parts:
-        by_cluster.setdefault(p.cluster_key, []).append(p)
-    for key in sorted(by_cluster, key=cluster_order.__getitem__):
-        span: list[Partition] = []
-        for p in sorted(by_cluster[key], key=lambda p: day_order[p.date]):
-            if span and (day_order[p.date] != day_order[span[-1].date] + 1 or len(span) >= max_days):
-                spans.append((key, span))
-                span = []
-            span.append(p)
-        spans.append((key, span))
-    runs: list[list[Partition]] = []
-    prev: tuple[str, list[str]] | None = None            # the last run's last cluster and its days
-    for key, span in spans:
-        days = [p.date for p in span]
-        if (prev is not None and prev[1] == days and cluster_order[key] == cluster_order[prev[0]] + 1
-                and len(runs[-1]) + len(span) <= max_parts):
-            runs[-1].extend(span)
-        else:
-            runs.append(list(span))
-        prev = (key, days)
-    return runs
+    return run_plan.ranges(parts, max_parts, max_parts, *key_orders(instance))
 
 
 def range_tags(run: list[Partition]) -> dict[str, str]:

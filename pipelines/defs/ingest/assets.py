@@ -105,3 +105,7 @@ def core_inventory(context: dg.AssetExecutionContext, landing: LandingResource,
         written.append(Written.of(part.relpath, df, lake.write("inventory", df, part)))
     return dg.MaterializeResult(metadata=batch_metadata(
         written, ["rack", "node", "gpus", "gpu_model"], source=dg.MetadataValue.text(note)))
+
+
+#: what one landing partition becomes in the lake (the view file is ``out_warehouse``'s)
+LAKE_ASSETS = [raw_landing, core_events, core_jobs, core_inventory]

@@ -84,3 +84,5 @@ def lake_fresh(context: dg.AssetCheckExecutionContext, landing: LandingResource,
     return dg.AssetCheckResult(
         passed=not stale, severity=dg.AssetCheckSeverity.WARN,
         metadata={"landing_files": files, "stale_files": len(stale), "stale": stale[:20]})
+
+LAKE_CHECKS = [lines_balanced, *schema_checks, lake_fresh]

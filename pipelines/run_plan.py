@@ -1,0 +1,92 @@
+"""Which partitions each Dagster run of a batch covers, so that the workers finish together.
+
+A Dagster range run covers a rectangle: consecutive clusters times consecutive days, in the
+order the instance lists the keys (sorted, for the fresh instance ``faultline run`` uses).
+A run costs about a small partition's parse in bookkeeping (measured: 0.33 s of CPU per run
+against 0.30 s per demo partition), so few big runs are cheap; but workers take whole runs, and
+with one run too many the last worker finishes alone. ``plan`` tries the ways of cutting the
+batch into rectangles, simulates the workers taking runs largest first, and keeps the cut
+that finishes earliest (then the one with fewer runs). Plain Python, no Dagster: the main
+process of ``faultline run`` plans before any worker has started.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from .landing import Partition
+
+#: a run's fixed cost, in partitions (0.33 s / 0.30 s, see the module docstring)
+RUN_COST = 1.1
+
+
+def ranges(parts: Sequence[Partition], max_parts: int, max_days: int | None = None,
+           day_order: Sequence[str] | None = None,
+           cluster_order: Sequence[str] | None = None) -> list[list[Partition]]:
+    """``parts`` as rectangles of at most ``max_parts`` partitions: each cluster's consecutive
+    days cut into spans of at most ``max_days`` (default ``max_parts``), then neighbouring
+    clusters with the same span of days merged while the rectangle stays within ``max_parts``.
+    ``day_order`` / ``cluster_order``: the instance's order of keys (default: sorted)."""
+    days = {d: i for i, d in enumerate(day_order if day_order is not None else sorted({p.date for p in parts}))}
+    clusters = {c: i for i, c in enumerate(cluster_order if cluster_order is not None
+                                           else sorted({p.cluster_key for p in parts}))}
+    max_parts = max(1, max_parts)
+    max_days = max(1, min(max_days or max_parts, max_parts))
+    by_cluster: dict[str, list[Partition]] = {}
+    for p in parts:
+        by_cluster.setdefault(p.cluster_key, []).append(p)
+    # spans keyed by their days, in cluster order within each key
+    spans: dict[tuple[int, ...], list[tuple[int, list[Partition]]]] = {}
+    for key in sorted(by_cluster, key=clusters.__getitem__):
+        span: list[Partition] = []
+        for p in sorted(by_cluster[key], key=lambda p: days[p.date]):
+            if span and (days[p.date] != days[span[-1].date] + 1 or len(span) >= max_days):
+                spans.setdefault(tuple(days[q.date] for q in span), []).append((clusters[key], span))
+                span = []
+            span.append(p)
+        spans.setdefault(tuple(days[q.date] for q in span), []).append((clusters[key], span))
+    runs: list[tuple[tuple[int, int], list[Partition]]] = []     # ((first cluster, first day), run)
+    for day_key, group in spans.items():
+        run: list[Partition] = []
+        last = None
+        for c, span in group:
+            if run and (c != last + 1 or len(run) + len(span) > max_parts):
+                runs.append(((clusters[run[0].cluster_key], day_key[0]), run))
+                run = []
+            run = run + span
+            last = c
+        runs.append(((clusters[run[0].cluster_key], day_key[0]), run))
+    return [run for _, run in sorted(runs, key=lambda r: r[0])]
+
+
+def makespan(sizes: Sequence[int], workers: int, run_cost: float = RUN_COST) -> float:
+    """When the last of ``workers`` finishes, taking runs of ``sizes`` largest first, each
+    worker the next run as soon as it is free (a process pool's queue)."""
+    free = [0.0] * max(1, workers)
+    for n in sorted(sizes, reverse=True):
+        heapq.heapreplace(free, free[0] + n + run_cost)
+    return max(free)
+
+
+def _candidates(limit: int) -> list[int]:
+    return sorted({n for n in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 31, 32, 40, 48, 56, 64)
+                   if n <= limit} | {limit})
+
+
+def plan(parts: Sequence[Partition], workers: int, max_parts: int,
+         day_order: Sequence[str] | None = None, cluster_order: Sequence[str] | None = None,
+         run_cost: float = RUN_COST) -> list[list[Partition]]:
+    """The runs for ``parts`` on ``workers`` workers, at most ``max_parts`` partitions each,
+    largest first (the order to submit them in). See the module docstring."""
+    if not parts:
+        return []
+    limit = max(1, min(max_parts, len(parts)))
+    best: tuple[float, int] | None = None
+    chosen: list[list[Partition]] = []
+    for max_days in _candidates(limit):
+        for cap in [c for c in _candidates(limit) if c >= max_days]:
+            runs = ranges(parts, cap, max_days, day_order, cluster_order)
+            score = (round(makespan([len(r) for r in runs], workers, run_cost), 6), len(runs))
+            if best is None or score < best:
+                best, chosen = score, runs
+    return sorted(chosen, key=len, reverse=True)
