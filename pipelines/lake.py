@@ -100,18 +100,24 @@ def write_partition(warehouse: str | os.PathLike, table: str, df: pl.DataFrame,
     An empty frame still writes an (empty, schema-correct) file, so a rerun that removes
     rows takes effect.
     """
-    schema = TABLES[table]
+    df = partition_frame(table, df, provider, cluster, date)
+    return atomic_write(partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE, df.drop(list(PARTITION)))
+
+
+def partition_frame(table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> pl.DataFrame:
+    """``df`` as ``write_partition`` stores it and ``read_partition`` returns it: the table's
+    schema (partition columns filled in), in its canonical order. Raises ``ValueError`` for
+    rows of another partition."""
     values = {"provider": provider, "cluster": cluster, "date": dt.date.fromisoformat(date)}
     df = df.with_columns([
         (pl.col(c).fill_null(pl.lit(v, PARTITION[c])) if c in df.columns else pl.lit(v, PARTITION[c])).alias(c)
         for c, v in values.items()
     ])
-    df = conform(df, schema, name=table)
+    df = conform(df, TABLES[table], name=table)
     wrong = df.filter(pl.any_horizontal([pl.col(c) != pl.lit(v, PARTITION[c]) for c, v in values.items()]))
     if wrong.height:
         raise ValueError(f"{table}: {wrong.height} rows belong to another partition than {provider}/{cluster}/{date}")
-    body = df.sort(SORT_KEYS[table], maintain_order=True).drop(list(PARTITION))
-    return atomic_write(partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE, body)
+    return df.sort(SORT_KEYS[table], maintain_order=True)
 
 
 def _open_read(path: Path | ObjectPath):
@@ -290,3 +296,24 @@ def tables_present(warehouse: str | os.PathLike) -> list[str]:
         have = {p.relative_to(root).parts[0] for p in storage.list_files(root) if p.name == DATA_FILE}
         return [t for t in TABLES if t in have]
     return [t for t in TABLES if (root / t).is_dir() and any((root / t).glob(f"**/{DATA_FILE}"))]
+
+
+def atomic_produce(final: Path, produce) -> Path:
+    """``produce(tmp)`` writes a temporary sibling of the local file ``final`` (by path: a
+    DuckDB ``COPY ... TO``, say); that file is fsynced and renamed onto ``final``. Readers
+    see the old file or the new one; when ``produce`` raises, ``final`` is left as it was
+    and the temporary file is removed (one left by a killed process is swept by the next
+    write to the folder, as for ``atomic_write``)."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    sweep_temp_files(final.parent)
+    tmp = temp_name(final)
+    try:
+        produce(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(final.parent)
+    return final

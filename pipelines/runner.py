@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
-from . import lake, run_plan, storage
+from . import lake_writer, run_plan, storage
 from .landing import Partition, discover
 
 if TYPE_CHECKING:       # Dagster is imported where a run starts: planning and spawning need none of it
@@ -44,7 +44,7 @@ def select_partitions(landing: str | os.PathLike, dates: Iterable[str | dt.date]
 
 
 def partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
-    audit = lake.read_partition(warehouse, "ingest_audit", part.provider, part.cluster, part.date)
+    audit = lake_writer.read(str(warehouse), "ingest_audit", part.provider, part.cluster, part.date)
     return {"files": audit.height, "lines": int(audit["lines_read"].sum()),
             "events": int(audit.filter(audit["kind"].is_in(["kernel", "job", "slurmctld"]))["events"].sum()),
             "quarantined": int(audit["quarantined"].sum())}
@@ -56,28 +56,73 @@ def default_workers() -> int:
     return int(env) if env else min(os.cpu_count() or 1, 8)
 
 
-def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: list[Partition],
-                     instance: dg.DagsterInstance | None = None) -> list[dict]:
-    """One Dagster run over ``run`` (consecutive clusters x consecutive days; see
-    ``run_plan``): its ingest assets and checks. Also the body of a worker."""
+#: per process: the lake job of the last (landing, warehouse, rule data), and the instance
+#: of the last batch's keys; a worker reuses both for every run it is given
+_job_cache: dict[tuple, object] = {}
+_instance_cache: dict[tuple, dg.DagsterInstance] = {}
+
+
+def _lake_job(landing: str, warehouse: str, models_dir: str | None):
+    """The lake assets and checks as one job, resolved once per process (what
+    ``dg.materialize`` would rebuild and validate for every run)."""
     import dagster as dg
 
     from .defs.ingest.assets import LAKE_ASSETS
     from .defs.ingest.checks import LAKE_CHECKS
-    from .defs.partitions import range_tags, register
     from .defs.resources import LakeResource, LandingResource
 
+    key = (landing, warehouse, models_dir)
+    if key not in _job_cache:
+        resources = {"landing": LandingResource(path=landing, models_dir=models_dir),
+                     "lake": LakeResource(warehouse=warehouse)}
+        defs = dg.Definitions(jobs=[dg.define_asset_job("faultline_lake")], assets=LAKE_ASSETS,
+                              asset_checks=LAKE_CHECKS, resources=resources)
+        _job_cache.clear()
+        _job_cache[key] = defs.resolve_job_def("faultline_lake")
+    return _job_cache[key]
+
+
+def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.DagsterInstance:
+    """An ephemeral instance that knows ``keys`` (every date and cluster key of the batch,
+    sorted, as ``batches`` ordered them): a range is read in the instance's order of keys."""
+    import dagster as dg
+
+    from .defs.partitions import clusters as cluster_dim, dates as date_dim
+
+    if keys not in _instance_cache:
+        instance = dg.DagsterInstance.ephemeral()
+        instance.add_dynamic_partitions(date_dim.name, list(keys[0]))
+        instance.add_dynamic_partitions(cluster_dim.name, list(keys[1]))
+        for old in _instance_cache.values():
+            old.dispose()
+        _instance_cache.clear()
+        _instance_cache[keys] = instance
+    return _instance_cache[keys]
+
+
+def batch_keys(parts: list[Partition]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The sorted date and cluster keys of a batch (the order ``run_plan`` plans in)."""
+    return tuple(sorted({p.date for p in parts})), tuple(sorted({p.cluster_key for p in parts}))
+
+
+def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: list[Partition],
+                     instance: dg.DagsterInstance | None = None,
+                     keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> list[dict]:
+    """One Dagster run over ``run`` (consecutive clusters x consecutive days; see
+    ``run_plan``): its ingest assets and checks. Also the body of a worker. ``instance``: the
+    caller's (its keys registered here); else this process's instance for the batch's
+    ``keys`` (default: ``run``'s own)."""
+    from .defs.partitions import range_tags, register
+
     t1 = time.perf_counter()
-    # a fresh instance per run: a range is read in the instance's order of keys, and a
-    # fresh one registers them sorted, as ``batches`` ordered them
-    instance = instance or dg.DagsterInstance.ephemeral()
-    register(instance, run)
-    resources = {"landing": LandingResource(path=storage.abspath(landing), models_dir=models_dir),
-                 "lake": LakeResource(warehouse=storage.abspath(warehouse))}
+    if instance is None:
+        instance = _batch_instance(keys or batch_keys(run))
+    else:
+        register(instance, run)
     # the view file is rebuilt once at the end of a batch, not after every partition
-    dg.materialize([*LAKE_ASSETS, *LAKE_CHECKS], resources=resources,
-                   instance=instance, run_config=QUIET,
-                   tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"})
+    _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir).execute_in_process(
+        instance=instance, run_config=QUIET,
+        tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"})
     share = round((time.perf_counter() - t1) / len(run), 3)   # the run's time, split evenly
     return [partition_stats(warehouse, part) | {"seconds": share} for part in run]
 
@@ -140,16 +185,17 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
     tally = Tally(len(parts), progress)
     # a caller's instance (tests, the UI) sees every run only when they run here
     workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
+    keys = batch_keys(parts)
     jobs = [(str(landing), str(warehouse), models_dir, run) for run in batches(parts, workers, instance)]
     done = tally.add
 
     if workers == 1:
         for job in jobs:
-            done(job[3], _materialize_run(*job, instance=instance))
+            done(job[3], _materialize_run(*job, instance=instance, keys=keys))
     else:
         ctx = multiprocessing.get_context("spawn")   # polars and Dagster threads do not survive fork
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_materialize_run, *job): job[3] for job in jobs}
+            futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())
     if tally.rows:

@@ -60,6 +60,8 @@ AUDIT = pl.Schema({
 
 def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.DataFrame:
     """Select and cast exactly the schema's columns; missing columns are an error."""
+    if df.schema == schema:         # same names, order and types: the select would copy it
+        return df
     missing = [c for c in schema.names() if c not in df.columns]
     if missing:
         raise ValueError(f"{name}: missing columns {missing}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from .. import lake, landing, warehouse
+from .. import lake, lake_writer, landing, warehouse
 from ..classify.ruleset import load_ruleset
 from ..ingest.partition import PartitionTables, ingest_partition
 from ..landing import Discovery, Partition
@@ -42,10 +42,15 @@ class LakeResource(dg.ConfigurableResource):
     warehouse: str
 
     def write(self, table: str, df: pl.DataFrame, part: Partition) -> Path:
-        return lake.write_partition(self.warehouse, table, df, part.provider, part.cluster, part.date)
+        return lake_writer.write(self.warehouse, table, df, part.provider, part.cluster, part.date)
+
+    def writer(self) -> "PartitionLake":
+        """Writes on background threads (``lake_writer.PartitionWriter``): a context manager."""
+        return PartitionLake(self.warehouse)
 
     def read(self, table: str, part: Partition) -> pl.DataFrame:
-        return lake.read_partition(self.warehouse, table, part.provider, part.cluster, part.date)
+        """A partition of a table (from memory when this process just wrote that file)."""
+        return lake_writer.read(self.warehouse, table, part.provider, part.cluster, part.date)
 
     def data_file(self, table: str, part: Partition) -> Path:
         return lake.partition_dir(self.warehouse, table, part.provider, part.cluster, part.date) / lake.DATA_FILE
@@ -55,6 +60,13 @@ class LakeResource(dg.ConfigurableResource):
 
     def build_warehouse(self) -> warehouse.BuildReport:
         return warehouse.build(self.warehouse)
+
+
+class PartitionLake(lake_writer.PartitionWriter):
+    """``PartitionWriter`` taking a ``Partition``."""
+
+    def write(self, table: str, df: pl.DataFrame, part: Partition) -> Path:
+        return super().write(table, df, part.provider, part.cluster, part.date)
 
 
 def from_env() -> dict[str, dg.ConfigurableResource]:

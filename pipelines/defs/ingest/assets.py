@@ -46,13 +46,14 @@ def raw_landing(context: dg.AssetExecutionContext, landing: LandingResource, lak
     """Parse each landing partition once (``ingest_partition``) and write its raw tables."""
     written: dict[str, list] = {t: [] for outputs in RAW_TABLES.values() for t, _, _ in outputs}
     lines = 0
-    for part in partitions_of(context):
-        tables = landing.ingest(part)
-        for outputs in RAW_TABLES.values():
-            for table, attr, _ in outputs:
-                df = getattr(tables, attr)
-                written[table].append(Written.of(part.relpath, df, lake.write(table, df, part)))
-        lines += int(tables.audit["lines_read"].sum())
+    with lake.writer() as out:          # the next partition parses while this one is written
+        for part in partitions_of(context):
+            tables = landing.ingest(part)
+            for outputs in RAW_TABLES.values():
+                for table, attr, _ in outputs:
+                    df = getattr(tables, attr)
+                    written[table].append(Written.of(part.relpath, df, out.write(table, df, part)))
+            lines += int(tables.audit["lines_read"].sum())
     for key, outputs in RAW_TABLES.items():
         meta = {}
         for table, _, cols in outputs:
@@ -68,11 +69,12 @@ def raw_landing(context: dg.AssetExecutionContext, landing: LandingResource, lak
 def core_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Every event of the partition (kernel, job, controller), one per event_id, by time."""
     written, cats = [], {}
-    for part in partitions_of(context):
-        df = ingest.core_events(lake.read("raw_kernel_events", part), lake.read("raw_job_events", part))
-        written.append(Written.of(part.relpath, df, lake.write("events", df, part)))
-        for cat, n in df.group_by("category").len().iter_rows():
-            cats[cat] = cats.get(cat, 0) + n
+    with lake.writer() as out:
+        for part in partitions_of(context):
+            df = ingest.core_events(lake.read("raw_kernel_events", part), lake.read("raw_job_events", part))
+            written.append(Written.of(part.relpath, df, out.write("events", df, part)))
+            for cat, n in df.group_by("category").len().iter_rows():
+                cats[cat] = cats.get(cat, 0) + n
     top = dict(sorted(cats.items(), key=lambda kv: (-kv[1], str(kv[0])))[:8])
     return dg.MaterializeResult(metadata=batch_metadata(written, EVENT_COLS, categories=dg.MetadataValue.json(top)))
 
@@ -82,10 +84,11 @@ def core_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
 def core_jobs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Jobs that ended that day with step counts and the flight recorder's suspect rank."""
     written = []
-    for part in partitions_of(context):
-        df = ingest.core_jobs(lake.read("raw_slurm_jobs", part), lake.read("steps", part),
-                              lake.read("flight_recorder", part))
-        written.append(Written.of(part.relpath, df, lake.write("jobs", df, part)))
+    with lake.writer() as out:
+        for part in partitions_of(context):
+            df = ingest.core_jobs(lake.read("raw_slurm_jobs", part), lake.read("steps", part),
+                                  lake.read("flight_recorder", part))
+            written.append(Written.of(part.relpath, df, out.write("jobs", df, part)))
     return dg.MaterializeResult(metadata=batch_metadata(
         written, ["job_id", "state", "n_nodes", "n_steps", "failed_steps", "fr_suspect_rank"]))
 
@@ -100,9 +103,10 @@ def core_inventory(context: dg.AssetExecutionContext, landing: LandingResource,
         context.log.warning(str(exc))
         inv, note = pl.DataFrame(schema=TABLES["inventory"]).drop("date"), f"missing: {exc}"
     written = []
-    for part in partitions_of(context):
-        df = inv.filter((pl.col("provider") == part.provider) & (pl.col("cluster") == part.cluster))
-        written.append(Written.of(part.relpath, df, lake.write("inventory", df, part)))
+    with lake.writer() as out:
+        for part in partitions_of(context):
+            df = inv.filter((pl.col("provider") == part.provider) & (pl.col("cluster") == part.cluster))
+            written.append(Written.of(part.relpath, df, out.write("inventory", df, part)))
     return dg.MaterializeResult(metadata=batch_metadata(
         written, ["rack", "node", "gpus", "gpu_model"], source=dg.MetadataValue.text(note)))
 
