@@ -330,6 +330,34 @@ def test_bad_rack_flaps_are_correlated_and_lemons_fail_repeatedly(truth):
     assert lemon_count >= 2 and lemon_count > 3 * others
 
 
+def test_lemons_say_whether_they_manifested(truth):
+    """``n_logged_faults``: the lemon's own faults whose key line reached the logs; it has
+    manifested at 3 or more (TRUTH.md, "Which lemons count")."""
+    lem, faults = truth["lemons"], truth["faults"]
+    own = faults.filter(pl.col("source") == "lemon").group_by("node").agg(
+        n=pl.len(), logged=pl.col("logged").sum().cast(pl.Int64))
+    got = lem.join(own, on="node", how="left").with_columns(pl.col("n", "logged").fill_null(0))
+    assert got["n_faults"].to_list() == got["n"].to_list()
+    assert got["n_logged_faults"].to_list() == got["logged"].to_list()
+    assert got["manifested"].to_list() == (got["logged"] >= 3).to_list()
+    assert lem.select("node", "n_faults", "n_logged_faults", "manifested").rows() == [("c2-r04-n01", 15, 15, True)]
+
+
+def test_desync_report_comes_from_the_lowest_rank_that_timed_out(tmp_path):
+    """Every rank whose watchdog fired prints the desync report; the log keeps the lowest one's,
+    so a job whose rank 0 never joined still names it (seed 2 has such a job)."""
+    root = tmp_path / "landing"
+    simulate(root, scenario="demo", nodes=16, days=3, seed=2, noise=1000)
+    jobs = pl.read_parquet(root / "_truth" / "jobs.parquet").filter(
+        (pl.col("failure_kind") == "desync") & pl.col("has_log")).sort("job_id")
+    assert jobs.select("job_id", "culprit_rank").rows() == [("107374", 9), ("107389_5", 0), ("214581", 7), ("318094", 2)]
+    for j in jobs.iter_rows(named=True):
+        reports = [x for x in job_log(root, j) if "Desync debugging" in x]
+        reporter = 1 if j["culprit_rank"] == 0 else 0
+        assert len(reports) == 1, j["job_id"]
+        assert f"Rank {reporter}] Desync debugging: [{j['culprit_rank']}] finished collective #" in reports[0]
+
+
 def test_skew_shifts_logged_times(truth):
     skew, faults = truth["skew"], truth["faults"]
     assert skew.height >= 1 and (skew["skew_s"].abs() >= 120).all()
@@ -451,6 +479,8 @@ def test_failed_job_cascades(demo, truth):
         rx = CULPRIT_ERROR.get(kind) or EFFECT_ERROR.get(effect[kind])
         if rx:
             assert any(re.search(rx, x) for x in lines), (j["job_id"], kind)
+        if kind == "desync":
+            assert any(f"Desync debugging: [{j['culprit_rank']}] finished" in x for x in lines), j["job_id"]
         ranks = {int(m[1]) for m in map(WATCHDOG.search, lines) if m}
         multi = j["nnodes"] > 1
         if multi or j["culprit_missing_from_watchdog"]:
@@ -506,6 +536,7 @@ def test_flight_recorder_dumps_point_at_the_culprit(demo, truth):
     root, _ = demo
     with_fr = truth["jobs"].filter(pl.col("flight_recorder"))
     assert with_fr.height >= 1
+    kinds = set()
     for j in with_fr.iter_rows(named=True):
         d = root / j["provider"] / j["cluster"] / j["log_day"] / "jobs" / j["job_id"] / "flight_recorder"
         docs = {int(p.stem.split("_")[1]): json.loads(p.read_text()) for p in d.glob("rank_*.json")}
@@ -518,10 +549,14 @@ def test_flight_recorder_dumps_point_at_the_culprit(demo, truth):
             assert {"collective_seq_id", "profiling_name", "state", "time_created_ns", "input_sizes", "frames"} <= set(e)
         last = {r: doc["pg_status"]["0"]["last_enqueued_collective"] for r, doc in docs.items()}
         odd = {r for r, v in last.items() if v != max(last.values())}
-        if j["culprit_rank"] is not None:
+        kinds.add(j["failure_kind"])
+        if j["failure_kind"] == "nccl_hang":   # stuck inside the collective: it joined like every rank
+            assert odd == set()
+        elif j["culprit_rank"] is not None:    # died, or went elsewhere (desync), before it got there
             assert odd == {j["culprit_rank"]}
         else:
             assert len(odd) == 8                                          # a whole node hung
+    assert {"nccl_hang", "desync", "xid79"} <= kinds
 
 
 def test_slurmctld_lines(demo, truth):

@@ -5,7 +5,9 @@ job's nodes (kernel side) or in its output beat the user-code errors they trigge
 error printed right after an Xid 79 is the Xid's symptom), user-code errors beat watchdog
 timeouts, and the scheduler's final state is the cause only when nothing else explains the
 end. When every rank only timed out, the culprit is the rank whose flight-recorder dump is
-behind the others, else the node whose ranks are missing from the timeout reports.
+behind the others, else the node whose ranks are missing from the timeout reports; a rank whose
+dump shows it never enqueued the collective the others wait in was behind in the program (a
+collective desync, ``user_app``), not stuck in the collective (a hang, ``collective_timeout``).
 """
 from __future__ import annotations
 
@@ -136,7 +138,10 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
     scheduler_ended = st.is_in(["TIMEOUT", "CANCELLED", "PREEMPTED", "DEADLINE"])
     by_state = (pl.col("chosen").is_null() | ((pl.col("chosen") == "unknown") & st.is_in(list(_STATE_CAUSE)))
                 | ((pl.col("chosen") == "user") & scheduler_ended))
-    root = pl.when(by_state).then(st_cat).otherwise(pl.col("category"))
+    # only timeouts in the logs, but the dumps show ranks that never joined the collective the
+    # others wait in: they were behind in the program, the taxonomy's collective desync
+    desync = ~by_state & (pl.col("chosen") == "ct") & pl.col("_not_joined")
+    root = pl.when(by_state).then(st_cat).when(desync).then(pl.lit("user_app")).otherwise(pl.col("category"))
     conf = (pl.when(by_state).then(st_conf)
             .when(pl.col("chosen") == "hw").then(pl.when(pl.col("_n_timeouts") > 0).then(0.95).otherwise(0.85))
             .when(pl.col("chosen") == "user").then(0.85)
@@ -161,11 +166,12 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
     return d.with_columns(
         root_cause=root, confidence=conf, culprit_node=culprit,
         culprit_gpu=pl.when(pl.col("chosen").is_in(["hw", "user", "weak"])).then(pl.col("gpu_pci")),
-        evidence=evidence, decided_by=decided_by, _st_act=st_act,
+        evidence=evidence, decided_by=decided_by, _st_act=st_act, _desync=desync,
     ).with_columns(
         domain=pl.col("root_cause").replace_strict(domains, default="unknown", return_dtype=pl.String),
     ).with_columns(
-        action=pl.when(by_state).then(pl.col("_st_act")).otherwise(pl.coalesce(
+        action=pl.when(by_state).then(pl.col("_st_act")).when(pl.col("_desync")).then(pl.lit("fix_application"))
+        .otherwise(pl.coalesce(
             pl.when(pl.col("action") != "none").then(pl.col("action")),
             pl.col("domain").replace_strict(DEFAULT_ACTION, default="none", return_dtype=pl.String))),
     ).select(*JOB_KEY, "root_cause", "domain", "culprit_node", "culprit_gpu", "confidence", "evidence", "action",
@@ -173,29 +179,41 @@ def _decide(failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None,
 
 
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Culprit of an all-ranks-timed-out hang: flight-recorder laggard, else the missing node."""
+    """Culprit of an all-ranks-timed-out hang, from the flight-recorder dumps when there are some:
+    ranks that never enqueued the collective the others wait in are behind in the program (a
+    desync: ``_not_joined``); else ranks whose last completed collective lags; else the node
+    whose ranks are missing from the timeout reports."""
     gpn = cfg.gpus_per_node
     d = d.with_columns(_rank_node=pl.col("nodes").list.get(pl.col("rank") // gpn, null_on_oob=True))
-    lag = None
+    none = pl.lit(None, pl.List(pl.Int64))
     if flight is not None and flight.height:
-        f = flight.select("provider", "cluster", "job_id", "rank", "last_completed")
-        lo = f.group_by(JOB_KEY).agg(pl.col("last_completed").min().alias("_lo"), pl.col("last_completed").max().alias("_hi"))
-        lag = (f.join(lo, on=JOB_KEY).filter((pl.col("last_completed") == pl.col("_lo")) & (pl.col("_lo") < pl.col("_hi")))
-               .group_by(JOB_KEY).agg(pl.col("rank").unique().alias("_lag_ranks")))
-    if lag is not None:
-        d = d.join(lag, on=JOB_KEY, how="left")
+        f = flight.select("provider", "cluster", "job_id", "rank", "last_enqueued", "last_completed")
+        hi = f.group_by(JOB_KEY).agg(pl.col("last_enqueued").max().alias("_enq"),
+                                     pl.col("last_completed").min().alias("_lo"),
+                                     pl.col("last_completed").max().alias("_hi"))
+        f = f.join(hi, on=JOB_KEY)
+        behind = (f.filter(pl.col("last_enqueued") < pl.col("_enq"))
+                  .group_by(JOB_KEY).agg(pl.col("rank").unique().sort().alias("_behind_ranks")))
+        lag = (f.filter((pl.col("last_completed") == pl.col("_lo")) & (pl.col("_lo") < pl.col("_hi")))
+               .group_by(JOB_KEY).agg(pl.col("rank").unique().sort().alias("_lag_ranks")))
+        d = d.join(behind, on=JOB_KEY, how="left").join(lag, on=JOB_KEY, how="left")
     else:
-        d = d.with_columns(_lag_ranks=pl.lit(None, pl.List(pl.Int64)))
+        d = d.with_columns(_behind_ranks=none, _lag_ranks=none)
+    behind_nodes = pl.col("_behind_ranks").list.eval(pl.element() // gpn).list.unique()
     lag_nodes = pl.col("_lag_ranks").list.eval(pl.element() // gpn).list.unique()
     all_ranks = pl.int_ranges(0, pl.col("nodes").list.len() * gpn)
     missing = all_ranks.list.set_difference(pl.col("_timeout_ranks").cast(pl.List(pl.Int64)))
     miss_nodes = missing.list.eval(pl.element() // gpn).list.unique()
+    one_behind = behind_nodes.list.len() == 1
     one_lag = lag_nodes.list.len() == 1
     one_miss = (miss_nodes.list.len() == 1) & (pl.col("_timeout_ranks").list.len() > 0)
     return d.with_columns(
-        _hang_node=pl.when(one_lag).then(pl.col("nodes").list.get(lag_nodes.list.first(), null_on_oob=True))
+        _hang_node=pl.when(one_behind).then(pl.col("nodes").list.get(behind_nodes.list.first(), null_on_oob=True))
+        .when(one_lag).then(pl.col("nodes").list.get(lag_nodes.list.first(), null_on_oob=True))
         .when(one_miss).then(pl.col("nodes").list.get(miss_nodes.list.first(), null_on_oob=True)),
-        _hang_how=pl.when(one_lag).then(pl.lit("flight_recorder")).when(one_miss).then(pl.lit("missing_rank")),
+        _hang_how=pl.when(one_behind).then(pl.lit("flight_recorder_not_joined"))
+        .when(one_lag).then(pl.lit("flight_recorder")).when(one_miss).then(pl.lit("missing_rank")),
+        _not_joined=one_behind.fill_null(False),
     )
 
 

@@ -13,6 +13,11 @@ class AnalyticsConfig:
     # incidents on several nodes of one rack (or leaf switch) this close: a rack incident
     rack_incident_window_s: float = 600.0
     rack_incident_min_nodes: int = 3
+    # a node's kernel clock may be off (NTP broken): when its incidents repeatedly line up with
+    # its rack-mates' at one fixed lag (at least this many times, within this range), the lag
+    # is its clock's offset and rack correlation uses the corrected time
+    clock_offset_min_support: int = 2
+    clock_offset_max_s: float = 6 * 3600.0
     # Meta attributes a cause seen 10 min before to 5 min after a job's end; a hang lasts the
     # NCCL timeout (PyTorch default 10 min) on top, so look back further than 10 min
     attribution_before_s: float = 1800.0
@@ -25,9 +30,11 @@ class AnalyticsConfig:
     rack_min_incidents: int = 4
     # Xid 13/31 on one GPU in this many distinct jobs: the GPU, not the users
     repeat_user_xid_jobs: int = 3
-    # the same GPU failing the same hardware way again within this window (separate
-    # incidents): the part is failing (NVIDIA's field practice: repeated uncorrectable memory
-    # errors or bus drops on one GPU mean replace it), whatever its node's overall rate
+    # the same GPU failing the same serious hardware way again within this window (separate
+    # incidents), tested against the rest of its cluster's GPUs and corrected over every GPU
+    # and category: two in a month is significant only where that fault is rare (on the
+    # simulated lottery fleet, 512 nodes, a healthy GPU shows two same-category faults in a
+    # month about once every four months, nearly all in the worst clusters)
     repeat_gpu_fault_incidents: int = 2
     repeat_gpu_fault_window_days: float = 30.0
     repeat_gpu_fault_categories: tuple[str, ...] = ("gpu_memory", "gpu_hardware", "gpu_bus_lost")

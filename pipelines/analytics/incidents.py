@@ -8,6 +8,7 @@ within ``rack_incident_window_s``.
 """
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from .config import DEFAULT, AnalyticsConfig
@@ -83,19 +84,75 @@ INCIDENT_COLUMNS = ["incident_id", "provider", "cluster", "rack", "leaf_switch",
 
 
 def _rack_incidents(inc: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Mark incidents that share a rack (or leaf switch) and category within the window."""
+    """Mark incidents that share a rack (or leaf switch) and category within the window, on
+    each node's clock corrected by ``clock_offsets`` (a node whose clock is off by minutes or
+    hours would otherwise drop out of every episode it shared and look like a node failing
+    alone, over and over)."""
     inc = inc.with_columns(_domain_key=pl.coalesce(pl.col("leaf_switch"), pl.col("rack")))
     keyed = inc.filter(pl.col("_domain_key").is_not_null())
     rkeys = ["provider", "cluster", "_domain_key", "category"]
-    keyed = _sessions(keyed, rkeys, "first_ts", cfg.rack_incident_window_s, "_rinc")
+    offsets = clock_offsets(keyed, cfg)
+    keyed = keyed.join(offsets, on=["provider", "cluster", "node"], how="left").with_columns(
+        _t=pl.col("first_ts") + pl.duration(microseconds=pl.col("clock_offset_us").fill_null(0)))
+    keyed = _sessions(keyed, rkeys, "_t", cfg.rack_incident_window_s, "_rinc")
     groups = keyed.group_by([*rkeys, "_rinc"]).agg(
-        pl.col("node").n_unique().alias("rack_nodes"), pl.col("first_ts").min().alias("_r0"))
+        pl.col("node").n_unique().alias("rack_nodes"), pl.col("_t").min().alias("_r0"))
     groups = groups.filter(pl.col("rack_nodes") >= cfg.rack_incident_min_nodes).with_columns(
         rack_incident_id=pl.format("{}/{}/{}/{}", "provider", "cluster", "_domain_key", pl.col("_r0").dt.strftime("%Y%m%dT%H%M%S")))
     keyed = keyed.join(groups.select([*rkeys, "_rinc", "rack_incident_id", "rack_nodes"]), on=[*rkeys, "_rinc"], how="left")
     rest = inc.filter(pl.col("_domain_key").is_null()).with_columns(
         rack_incident_id=pl.lit(None, pl.String), rack_nodes=pl.lit(None, pl.UInt32))
-    return pl.concat([keyed.drop("_rinc"), rest], how="diagonal_relaxed").drop("_domain_key")
+    return pl.concat([keyed.drop("_rinc", "_t", "clock_offset_us"), rest], how="diagonal_relaxed").drop("_domain_key")
+
+
+def clock_offsets(keyed: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """Per node, the shift that puts its kernel clock on its rack-mates' clocks, learnt from the
+    incidents they share: for every serious incident of the node, the time to each same-category
+    incident of another node of its rack (or leaf switch) within ``clock_offset_max_s``. The
+    offset is the one that lines up the most of the node's incidents (``clock_offset_min_support``
+    at least, and more than no shift does); a node in step with its rack gets none. A healthy
+    node's own faults do not line up with its rack-mates' at a fixed lag twice by chance, so
+    only a node whose clock is off is moved. Columns: provider, cluster, node, clock_offset_us."""
+    schema = {"provider": pl.String, "cluster": pl.String, "node": pl.String, "clock_offset_us": pl.Int64}
+    tol = int(cfg.rack_incident_window_s * 1e6)
+    ev = keyed.filter(pl.col("sev") >= SEVERITY_RANK["error"]).select(
+        "provider", "cluster", "_domain_key", "category", "node", "first_ts").with_row_index("_i")
+    if ev.height < cfg.rack_incident_min_nodes:
+        return pl.DataFrame(schema=schema)
+    pairs = ev.join(ev.select("provider", "cluster", "_domain_key", "category", pl.col("node").alias("_other"),
+                              pl.col("first_ts").alias("_to")),
+                    on=["provider", "cluster", "_domain_key", "category"]).filter(
+        (pl.col("node") != pl.col("_other"))
+        & ((pl.col("_to") - pl.col("first_ts")).dt.total_microseconds().abs() <= int(cfg.clock_offset_max_s * 1e6))
+    ).select("provider", "cluster", "node", "_i", _d=(pl.col("_to") - pl.col("first_ts")).dt.total_microseconds())
+    rows = []
+    for (prov, clus, node), g in pairs.sort("_d", "_i").group_by(["provider", "cluster", "node"], maintain_order=True):
+        d, own = g["_d"].to_numpy(), g["_i"].to_list()
+        best, best_n = _best_shift(d, own, tol)
+        if abs(best) > tol and best_n >= cfg.clock_offset_min_support:
+            rows.append((prov, clus, node, int(np.median(d[np.abs(d - best) <= tol]))))
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _best_shift(d: np.ndarray, own: list, tol: int) -> tuple[int, int]:
+    """The lag ``x`` (one of the sorted lags ``d``) at which the most distinct own incidents
+    have a partner within ``tol``; ties go to the smaller lag, and no shift (0) wins ties too.
+    Two pointers over the sorted lags: linear in the number of pairs."""
+    count: dict = {}
+    lo = hi = 0
+    best, best_n = 0, len({o for x, o in zip(d.tolist(), own) if abs(x) <= tol})
+    for x in d.tolist():
+        while hi < len(d) and d[hi] <= x + tol:
+            count[own[hi]] = count.get(own[hi], 0) + 1
+            hi += 1
+        while d[lo] < x - tol:
+            count[own[lo]] -= 1
+            if not count[own[lo]]:
+                del count[own[lo]]
+            lo += 1
+        if len(count) > best_n or (len(count) == best_n and abs(x) < abs(best)):
+            best, best_n = int(x), len(count)
+    return best, best_n
 
 
 def _empty() -> pl.DataFrame:

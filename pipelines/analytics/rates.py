@@ -148,10 +148,12 @@ def _loo_test(df: pl.DataFrame, k: str, e: str, by: list[str]) -> tuple[np.ndarr
 
 def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFrame,
                 cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Nodes that fail more than the rest of their cluster, tested three ways, each kind of
-    test Benjamini-Hochberg corrected over all nodes: all serious incidents; one failure
-    signature (category and rule) repeating; user-looking Xids (13/31) repeating on one GPU,
-    which is the GPU failing, not its users."""
+    """Nodes that fail more than the rest of their cluster, tested four ways, each kind of
+    test Benjamini-Hochberg corrected over everything it could have flagged: all serious
+    incidents (every node); one failure signature, category and rule, repeating (every node
+    and signature); one GPU failing the same serious hardware way again (every GPU and
+    category); user-looking Xids (13/31) repeating on one GPU, which is the GPU failing, not
+    its users (every GPU)."""
     keys = ["provider", "cluster", "node"]
     expected, p_all = _loo_test(nodes, "incidents", "node_days", ["provider", "cluster"])
     t_all = nodes.select(*keys, "node_days", "incidents").with_columns(
@@ -170,19 +172,22 @@ def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFra
                                  detail=pl.format("{} x {} in {} node-days vs {} expected", "k", "sig",
                                                   pl.col("node_days").round(1), pl.Series(exp_c).round(2)))
     t_cat = t_cat.rename({"k": "incidents"}).drop("sig")
-    t_gpu = _repeat_user_xids(events, nodes)
+    # the per-GPU tests list only GPUs that had an incident; their families are every GPU
+    n_gpus = int(nodes["gpus"].fill_null(cfg.gpus_per_node).sum()) if nodes.height else 0
+    families = {"repeat_gpu_fault": n_gpus * len(cfg.repeat_gpu_fault_categories), "repeat_user_xid": n_gpus}
+    minimum = {"repeat_gpu_fault": cfg.repeat_gpu_fault_incidents}
     tests = pl.concat([t.select(*keys, "node_days", "incidents", "expected", "p_value", "kind", "detail")
-                       for t in (t_all, t_cat, t_gpu)], how="vertical_relaxed")
+                       for t in (t_all, t_cat, _repeat_gpu_faults(incidents, nodes, cfg), _repeat_user_xids(events, nodes))],
+                      how="vertical_relaxed")
     # one Benjamini-Hochberg family per kind of test (a node-level rate test should not have
     # to beat the thousands of per-signature and per-GPU tests)
     rej = np.zeros(tests.height, dtype=bool)
     kinds = tests["kind"].to_numpy()
     for kind in np.unique(kinds):
         sel = kinds == kind
-        rej[sel] = bh_reject(tests["p_value"].to_numpy()[sel], cfg.fdr)
-    rej &= tests["incidents"].to_numpy() >= cfg.lemon_min_incidents
-    hits = pl.concat([tests.filter(pl.Series(rej)), _repeat_gpu_faults(incidents, nodes, cfg)],
-                     how="vertical_relaxed").sort("p_value")
+        rej[sel] = bh_reject(tests["p_value"].to_numpy()[sel], cfg.fdr, n_tests=families.get(kind))
+        rej[sel] &= tests["incidents"].to_numpy()[sel] >= minimum.get(kind, cfg.lemon_min_incidents)
+    hits = tests.filter(pl.Series(rej)).sort("p_value")
     lem = hits.group_by(keys, maintain_order=True).agg(
         pl.col("p_value").min(), pl.col("kind").unique().sort().str.join("+").alias("evidence_kind"),
         pl.col("detail").str.join("; ").alias("reason"))
@@ -196,10 +201,10 @@ def lemon_nodes(nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFra
 
 
 def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """One GPU with the same serious hardware fault in separate incidents, again within the
-    window: a field rule, not a rate test (two in a month on one of thousands of GPUs is not
-    significant after correction, yet it is the GPU to replace). Its p value is the chance of
-    that many on this GPU at the cluster's per-GPU rate of that category, for ranking only."""
+    """Per GPU and serious hardware category (memory, hardware, bus loss): the most separate
+    incidents inside any window-long stretch, against the rest of its cluster's GPUs (leave
+    one out, per GPU-day). A GPU's exposure is an eighth of its node's, so this finds a failing
+    part that the node-level tests would dilute; the caller corrects over every GPU."""
     keys = ["provider", "cluster", "node"]
     cols = {**{k: pl.String for k in keys}, "node_days": pl.Float64, "incidents": pl.Int64, "expected": pl.Float64,
             "p_value": pl.Float64, "kind": pl.String, "detail": pl.String}
@@ -220,26 +225,31 @@ def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: Analyt
             while ts[i] - ts[j] > win:
                 j += 1
             best = max(best, i - j + 1)
-        if best >= cfg.repeat_gpu_fault_incidents:
-            rows.append({**{k: r[k] for k in keys}, "gpu_pci": r["gpu_pci"], "category": r["category"], "incidents": best})
+        rows.append({**{k: r[k] for k in keys}, "gpu_pci": r["gpu_pci"], "category": r["category"],
+                     "incidents": best, "_own": len(ts)})
     if not rows:
         return pl.DataFrame(schema=cols)
     rep = pl.DataFrame(rows)
-    # the cluster's rate of that category per GPU-day, for the p value
+    # the rest of the cluster's rate of that category per GPU-day
     gpus = nodes.select(*keys, "node_days", pl.col("gpus").fill_null(cfg.gpus_per_node))
     gpu_days = gpus.group_by("provider", "cluster").agg((pl.col("node_days") * pl.col("gpus")).sum().alias("_e"))
-    per_cat = inc.group_by("provider", "cluster", "category").len("_k")
-    rep = (rep.join(gpus.select(*keys, "node_days"), on=keys, how="left")
+    # a node with no exposure (not in the inventory's service window) cannot be tested, nor
+    # count towards the rate it is tested against
+    exposed = gpus.filter(pl.col("node_days") > 0).select(*keys, "node_days")
+    per_cat = inc.join(exposed, on=keys, how="semi").group_by("provider", "cluster", "category").len("_k")
+    rep = (rep.join(exposed, on=keys, how="inner")
            .join(gpu_days, on=["provider", "cluster"], how="left")
            .join(per_cat, on=["provider", "cluster", "category"], how="left"))
-    base = (rep["_k"].fill_null(0).to_numpy() + 0.5) / np.maximum(rep["_e"].fill_null(1.0).to_numpy(), 1e-9)
-    expected = base * cfg.repeat_gpu_fault_window_days
+    rest_k = rep["_k"].fill_null(0).to_numpy() - rep["_own"].to_numpy()
+    rest_e = rep["_e"].to_numpy() - rep["node_days"].to_numpy()
+    base = (rest_k + 0.5) / np.maximum(rest_e, 1e-9)
+    expected = base * np.minimum(cfg.repeat_gpu_fault_window_days, rep["node_days"].to_numpy())
     p = poisson_excess_p(rep["incidents"].to_numpy(), expected)
     return rep.with_columns(
         node_days=pl.col("node_days").cast(pl.Float64), incidents=pl.col("incidents").cast(pl.Int64),
         expected=pl.Series(expected), p_value=pl.Series(p), kind=pl.lit("repeat_gpu_fault"),
-        detail=pl.format("GPU {} had {} separate {} incidents within {} days", "gpu_pci", "incidents", "category",
-                         pl.lit(int(cfg.repeat_gpu_fault_window_days))),
+        detail=pl.format("GPU {} had {} separate {} incidents within {} days vs {} expected", "gpu_pci", "incidents",
+                         "category", pl.lit(int(cfg.repeat_gpu_fault_window_days)), pl.Series(expected).round(3)),
     ).select(list(cols))
 
 

@@ -22,14 +22,17 @@ def poisson_excess_p(k, expected) -> np.ndarray:
     return np.where(k > 0, stats.poisson.sf(k - 1, np.maximum(np.asarray(expected, float), 1e-12)), 1.0)
 
 
-def bh_reject(p, q: float) -> np.ndarray:
-    """Benjamini-Hochberg: which hypotheses are rejected at false discovery rate q."""
+def bh_reject(p, q: float, n_tests: int | None = None) -> np.ndarray:
+    """Benjamini-Hochberg: which hypotheses are rejected at false discovery rate q.
+    ``n_tests``: the size of the whole family when ``p`` lists only some of it (the others,
+    p = 1, were not worth listing: GPUs with no incident at all)."""
     p = np.asarray(p, dtype=float)
     n = len(p)
     if n == 0:
         return np.zeros(0, dtype=bool)
+    m = max(n, n_tests or 0)
     order = np.argsort(p)
-    thresh = q * np.arange(1, n + 1) / n
+    thresh = q * np.arange(1, n + 1) / m
     passed = p[order] <= thresh
     k = np.max(np.nonzero(passed)[0]) + 1 if passed.any() else 0
     out = np.zeros(n, dtype=bool)

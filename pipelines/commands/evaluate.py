@@ -16,9 +16,12 @@ import click
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure misses its floor.")
 def evaluate(truth, warehouse, as_json, strict):
     """Root-cause macro-F1, unknown share, culprit accuracy, lemon precision/recall, bad racks
-    found and provider rates covered by their intervals, each against its floor."""
+    found and provider rates covered by their intervals, each against its floor. Lemon recall
+    is over the lemons that manifested in the logs; the recall over every injected lemon is
+    printed beside it (no floor)."""
     from ..analytics.evaluate import FLOORS
     from ..analytics.evaluate import evaluate as score
+    from ..simulate.truth import MANIFESTED_MIN_FAULTS
 
     try:
         res = score(truth, warehouse)
@@ -32,6 +35,9 @@ def evaluate(truth, warehouse, as_json, strict):
             floor = FLOORS.get(k)
             mark = "" if floor is None else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
             click.echo(f"{k:28} {v}{mark}")
+        click.echo(f"\nlemon_recall is over the {fig['lemons_manifested']} lemons that manifested (their failing part "
+                   f"logged >= {MANIFESTED_MIN_FAULTS} faults in the window); lemon_recall_all_injected is over all "
+                   f"{fig['lemons_injected']} injected lemons; lemon_precision counts a flag on any injected lemon as right.")
         click.echo("\nper-category F1: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["per_class_f1"].items())))
         rates = res["provider_rates"]
         for r in rates.iter_rows(named=True):

@@ -257,7 +257,9 @@ def _cascade(w, jn, jr, rng):
                                ran=pl.col("tms") + pl.Series(jit // MS))
         rep = rep.with_row_index("eseq").with_columns(pl.col("eseq").cast(pl.Int64))
         out.append(_by_flag(rep, "torch_v", lambda v: list(T.WATCHDOG[v]), C_WATCH))
-        ds = rep.filter((pl.col("ending") == "desync") & (pl.col("rank") == 0))
+        # every rank whose watchdog fired prints the desync report; the log keeps the lowest one's
+        # (rank 0, or rank 1 when rank 0 is the rank that never joined)
+        ds = rep.filter(pl.col("ending") == "desync").filter(pl.col("rank") == pl.col("rank").min().over("jkey"))
         out.append(_by_flag(ds, "torch_v", lambda v: [(-MS, T.DESYNC[v])], C_WATCH))
         # their agents: first failing local rank per node, SIGABRT
         first = (rep.sort("jkey", "node_i", "t", "lr").group_by("jkey", "node_i", maintain_order=True)

@@ -65,11 +65,11 @@ WATCHDOG = {
             "std::ratio<1l, 1000l> > >) + 0x23d (0x7f8e4dc8f8bd in /usr/local/lib/python{py}/dist-packages/torch/lib/libtorch_cuda.so)"),
     ),
 }
-DESYNC = {  # printed by rank 0 just before its watchdog block when desync debugging is on
-    0: "[E ProcessGroupNCCL.cpp:1240] [Rank 0] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
-    1: "[rank0]:[E ProcessGroupNCCL.cpp:1240] [PG 0 Rank 0] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
-    2: "[rank0]:[E{glog} ProcessGroupNCCL.cpp:1308] [PG 0 (default_pg) Rank 0] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
-    3: "[rank0]:[E{glog} ProcessGroupNCCL.cpp:1308] [PG ID 0 PG GUID 0(default_pg) Rank 0] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
+DESYNC = {  # with desync debugging on, a rank whose watchdog fired prints this just before its watchdog block
+    0: "[E ProcessGroupNCCL.cpp:1240] [Rank {rank}] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
+    1: "[rank{rank}]:[E ProcessGroupNCCL.cpp:1240] [PG 0 Rank {rank}] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
+    2: "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1308] [PG 0 (default_pg) Rank {rank}] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
+    3: "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1308] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Desync debugging: [{culprit_rank}] finished collective #{seqm1}, but didn't join collective #{seq}",
 }
 
 # torchrun agent lines: old logging (torch 2.1/2.3) and glog style (2.4+)

@@ -119,6 +119,8 @@ def write_jobs(w, fleet, scn, jobs, t0, dates, seed, say) -> pl.DataFrame:
     for r in logged.filter(pl.col("flight_recorder")).iter_rows(named=True):
         first = r["culprit_node"] * 8
         culprits = set(range(first, first + 8)) if r["culprit_local"] < 0 else {first + r["culprit_local"]}
+        if r["ending"] == "nccl_hang":  # stuck inside the collective: it joined like every other rank
+            culprits = set()
         flightrec.write_job(w, r["log_dir"], r["size"] * 8, culprits, joblogs.collective_seq(r["t_event"], r["start"]),
                             r["t_event"], r["nccl_timeout_s"] * 1000, "ALLREDUCE", 262144)
     say(f"jobs: {logged.height} job logs, {int(logged['flight_recorder'].sum())} with flight-recorder dumps")

@@ -17,6 +17,10 @@ INFRA_CATEGORIES = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "dri
                     "storage", "thermal_power", "collective_timeout")
 FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY")
 GPU_ENDINGS = ("gpu_oom", "xid31", "xid13", "device_assert")
+# A lemon has manifested when its failing part showed itself at least this often in the logs.
+# Two is not enough: on the lottery fleet, healthy nodes with two same-category faults in 30
+# days outnumber lemons with exactly two (TRUTH.md, "Which lemons count").
+MANIFESTED_MIN_FAULTS = 3
 
 
 def _ts(col: str) -> pl.Expr:
@@ -107,7 +111,7 @@ def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boo
     host = nodes.select("node_idx", "provider", "cluster", "rack", "node", "leaf_switch", "rack_idx", "cluster_idx")
     lem = lemons.join(host, on="node_idx", how="left").join(
         fleet.gpus, on=["node_idx", "gpu_index"], how="left")
-    lem_faults = ft.filter(pl.col("source") == "lemon").group_by("node").agg(n_faults=pl.len())
+    lem_faults = lemon_fault_counts(ft)
     kills = jt.filter(pl.col("root_cause").is_in(INFRA_CATEGORIES)).group_by(pl.col("culprit_node").alias("node")).agg(
         n_job_failures=pl.len())
     comp_gpu = pl.col("component").is_in(["gpu", "hbm", "nvlink", "pcie"])
@@ -118,7 +122,9 @@ def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boo
             pl.col("gpu_index").replace_strict({i: netdev(i) for i in range(8)}, return_dtype=pl.Utf8)),
         rate_multiplier=pl.col("multiplier").round(2),
     ).join(lem_faults, on="node", how="left").join(kills, on="node", how="left").with_columns(
-        pl.col("n_faults").fill_null(0).cast(pl.Int64), pl.col("n_job_failures").fill_null(0).cast(pl.Int64)))
+        pl.col("n_faults").fill_null(0).cast(pl.Int64), pl.col("n_logged_faults").fill_null(0).cast(pl.Int64),
+        pl.col("n_job_failures").fill_null(0).cast(pl.Int64),
+    ).with_columns(manifested=pl.col("n_logged_faults") >= MANIFESTED_MIN_FAULTS))
 
     flaps = ft.filter(pl.col("bad_rack"))
     br = bad_racks.join(host.group_by("rack_idx").agg(pl.first("provider", "cluster", "rack", "leaf_switch"),
@@ -144,6 +150,13 @@ def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boo
     w.write_frame("_truth/missing_logs.parquet", missing.join(host, on="node_idx", how="left").select(
         "provider", "cluster", "node", day=pl.col("day").replace_strict(dict(enumerate(dates)), return_dtype=pl.Utf8)
     ).sort("day", "provider", "cluster", "node"))
+
+
+def lemon_fault_counts(faults: pl.DataFrame) -> pl.DataFrame:
+    """Per lemon node: its failing part's faults (``n_faults``) and those whose key line is in the
+    logs (``n_logged_faults``; a fault on a node-day whose log never arrived is invisible)."""
+    return faults.filter(pl.col("source") == "lemon").group_by("node").agg(
+        n_faults=pl.len(), n_logged_faults=pl.col("logged").sum().cast(pl.Int64))
 
 
 def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFrame, expect: dict) -> pl.DataFrame:
