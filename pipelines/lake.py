@@ -147,6 +147,12 @@ def atomic_write(final: Path | ObjectPath, df: pl.DataFrame) -> Path | ObjectPat
     (object storage: a local temporary file uploaded as one object)."""
     if isinstance(final, ObjectPath):
         return _put_parquet(final, df)
+    return commit(stage(final, df), final)
+
+
+def stage(final: Path, df: pl.DataFrame) -> Path:
+    """``df`` written and fsynced to a temporary sibling of the local file ``final`` (no
+    reader's glob matches it); ``commit`` renames it into place. Nothing is left on error."""
     folder = final.parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(folder)
@@ -156,12 +162,45 @@ def atomic_write(final: Path | ObjectPath, df: pl.DataFrame) -> Path | ObjectPat
             df.write_parquet(f, compression="zstd", statistics=True)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def commit(tmp: Path, final: Path) -> Path:
+    """Rename a ``stage``d file onto ``final`` and make the rename durable."""
+    try:
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(folder)
+    _fsync_dir(final.parent)
     return final
+
+
+def write_partitions(warehouse: str | os.PathLike, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
+                     date: str) -> dict[str, tuple[Path | ObjectPath, pl.DataFrame]]:
+    """Several tables of one partition, all or none: every file is conformed and staged
+    before any is renamed into place, so a failed write (a full disk, a bad row) leaves the
+    partition's files as they were. Returns ``{table: (path, frame as read back)}``. Object
+    storage: one PUT per table, in order (each object is replaced atomically)."""
+    full = {t: partition_frame(t, df, provider, cluster, date) for t, df in frames.items()}
+    finals = {t: partition_dir(warehouse, t, provider, cluster, date) / DATA_FILE for t in full}
+    if any(isinstance(f, ObjectPath) for f in finals.values()):
+        return {t: (_put_parquet(finals[t], df.drop(list(PARTITION))), df) for t, df in full.items()}
+    staged: list[tuple[str, Path]] = []
+    try:
+        for t, df in full.items():
+            staged.append((t, stage(finals[t], df.drop(list(PARTITION)))))
+        out = {}
+        while staged:
+            t, tmp = staged.pop(0)
+            out[t] = (commit(tmp, finals[t]), full[t])
+        return out
+    finally:
+        for _t, tmp in staged:
+            tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(final: Path, text: str) -> Path:

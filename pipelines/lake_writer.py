@@ -1,12 +1,14 @@
 """Lake writes off the parsing thread, and the frames just written kept for the next step.
 
 A partition's tables are small Parquet files, and each write waits for its ``fsync`` (the
-atomic-replace protocol of ``lake.atomic_write``): on a busy disk that wait is as long as
-parsing the partition. ``PartitionWriter`` hands the writes to a few threads (``fsync``
-and Parquet encoding release the GIL, and concurrent fsyncs share the file system's journal
-commits), so the next partition parses while the last one is made durable. At most
-``max_pending`` frames wait in memory; ``close`` waits for every write and raises the first
-error, so a step never reports a table it did not write.
+atomic-replace protocol of ``lake``): on a busy disk that wait is as long as parsing the
+partition. ``PartitionWriter`` hands each partition's writes to a thread (``fsync`` and
+Parquet encoding release the GIL), so the next partition parses while the last one is made
+durable. A partition's tables are staged together and renamed only when all are on disk
+(``lake.write_partitions``): a failed write leaves the partition as it was. At most
+``max_pending`` partitions wait in memory; after a failure nothing more is written, and
+``close`` waits for the writes in flight and raises the first error, so a step never
+reports a table it did not write.
 
 The core step reads back what the raw step of the same run wrote a moment earlier. Each
 written frame is remembered (``recent``) with the identity of its file (inode, size,
@@ -81,11 +83,17 @@ def forget() -> None:
 
 def write(warehouse: str, table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> Path | ObjectPath:
     """``lake.write_partition``, remembering the frame as ``read_partition`` would return it."""
-    full = lake.partition_frame(table, df, provider, cluster, date)
-    path = lake.atomic_write(lake.partition_dir(warehouse, table, provider, cluster, date) / lake.DATA_FILE,
-                             full.drop(list(lake.PARTITION)))
-    remember(path, full)
-    return path
+    return write_many(warehouse, {table: df}, provider, cluster, date)[table]
+
+
+def write_many(warehouse: str, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
+               date: str) -> dict[str, Path | ObjectPath]:
+    """``lake.write_partitions`` (all of a partition's tables or none), remembering each frame."""
+    out = {}
+    for table, (path, full) in lake.write_partitions(warehouse, frames, provider, cluster, date).items():
+        remember(path, full)
+        out[table] = path
+    return out
 
 
 def read(warehouse: str, table: str, provider: str, cluster: str, date: str) -> pl.DataFrame:
@@ -95,29 +103,56 @@ def read(warehouse: str, table: str, provider: str, cluster: str, date: str) -> 
 
 
 class PartitionWriter:
-    """Writes partition files on ``threads`` threads; use as a context manager."""
+    """Writes partitions on ``threads`` threads; use as a context manager. Each ``write`` is
+    one partition's tables, all or none (``lake.write_partitions``). After a failed write no
+    other is started: queued ones are cancelled, the next ``write`` raises that error."""
 
-    def __init__(self, warehouse: str, threads: int = 4, max_pending: int = 16):
+    def __init__(self, warehouse: str, threads: int = 2, max_pending: int = 4):
         self.warehouse, self.max_pending = warehouse, max(1, max_pending)
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="faultline-write")
         self._pending: deque[Future] = deque()
+        self._failed: BaseException | None = None
+        self._lock = threading.Lock()
 
-    def write(self, table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> Path | ObjectPath:
-        """Queue the write; returns the path the file will have (raises here an earlier
-        write's error once it is known)."""
+    def _done(self, fut: Future) -> None:
+        if fut.cancelled() or fut.exception() is None:
+            return
+        with self._lock:
+            if self._failed is None:
+                self._failed = fut.exception()
+            queued = list(self._pending)
+        for other in queued:
+            other.cancel()
+
+    def write(self, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
+              date: str) -> dict[str, Path | ObjectPath]:
+        """Queue one partition's tables; returns the paths their files will have. Raises an
+        earlier write's error once it is known."""
+        if self._failed is not None:
+            raise self._failed
         while len(self._pending) >= self.max_pending:
-            self._pending.popleft().result()
-        self._pending.append(self._pool.submit(write, self.warehouse, table, df, provider, cluster, date))
-        return lake.partition_dir(self.warehouse, table, provider, cluster, date) / lake.DATA_FILE
+            with self._lock:
+                oldest = self._pending.popleft()
+            oldest.result()
+        fut = self._pool.submit(write_many, self.warehouse, frames, provider, cluster, date)
+        with self._lock:
+            self._pending.append(fut)
+        fut.add_done_callback(self._done)
+        return {t: lake.partition_dir(self.warehouse, t, provider, cluster, date) / lake.DATA_FILE for t in frames}
 
     def close(self) -> None:
         """Wait for every queued write; raise the first error."""
         try:
-            while self._pending:
-                self._pending.popleft().result()
+            with self._lock:
+                pending = list(self._pending)
+            for fut in pending:
+                if not fut.cancelled():
+                    fut.exception()        # wait
+            if self._failed is not None:
+                raise self._failed
         finally:
-            for fut in self._pending:      # after an error: let the others finish, unreported
-                fut.exception()
+            with self._lock:
+                self._pending.clear()
             self._pool.shutdown(wait=True)
 
     def __enter__(self) -> "PartitionWriter":

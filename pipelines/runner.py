@@ -207,12 +207,15 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
     Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them."""
-    from . import warehouse as view_file
+    from . import compact, warehouse as view_file
 
     warehouse = str(storage.abspath(warehouse))
+    packed = compact.compact(warehouse)     # closed months, read-optimized (cheap when current)
+    extra = {"compaction": {"written": len(packed.written), "current": len(packed.current),
+                            "failed": packed.failed, "seconds": round(packed.seconds, 3)}}
     if not analytics:
         view_file.build(warehouse)
-        return {}
+        return extra
     import dagster as dg
 
     from .defs.analytics.assets import out_analytics, out_report
@@ -225,4 +228,4 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
                          instance=instance or dg.DagsterInstance.ephemeral(), run_config=QUIET)
     mat = res.asset_materializations_for_node("out_analytics")
     return {"analytics": {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {},
-            "analytics_seconds": round(time.perf_counter() - t1, 3)}
+            "analytics_seconds": round(time.perf_counter() - t1, 3), **extra}

@@ -7,6 +7,16 @@ Readers (``duckdb -readonly``, ``connect_readonly``) keep the file they opened a
 connection gets the new one; nobody waits and nobody sees a half-built file. The views hold
 no data, only ``read_parquet`` over the lake's ``data.parquet`` files.
 
+A local warehouse may also hold compacted months (``compact.compact``: one file per table,
+cluster and closed month, a derived cache of the day files). A table's view reads the days
+a compacted file stands in for from that file, provided every day file it was built from
+was still the same file (size, mtime, inode) when the view file was built; all other days
+it reads from the day files, found by the glob at query time as before (a new day shows at
+once). A day re-written after the build, in a month the view reads compacted, shows its
+new rows once ``compact`` has rebuilt that month (views built before read whichever
+compacted file is in place, for the days they were built with) or the next build has
+fallen back to the day files: one version of each day, never two, never none.
+
 A URL warehouse (``s3://bucket/wh``) keeps its lake and analytics in the bucket, but the
 view file is always local (DuckDB cannot write a database to object storage):
 ``$FAULTLINE_DUCKDB``, else a per-URL file under ``~/.cache/faultline/`` (``storage.duckdb_file``).
@@ -16,11 +26,13 @@ Its views read ``s3://...`` globs: connections made here register the fsspec fil
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -28,9 +40,14 @@ from . import storage
 from .lake import DATA_FILE, analytics_present, analytics_root, lake_root, sweep_temp_files, tables_present, temp_name
 from .tables import PARTITION
 
+if TYPE_CHECKING:
+    from .compact import Usable
+
 DB_FILE = "faultline.duckdb"
 _DUCK_TYPES = {"provider": "VARCHAR", "cluster": "VARCHAR", "date": "DATE"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: where ``write_partition`` puts day files (``lake._table_files`` reads the same set)
+DAY_GLOB = f"provider=*/cluster=*/date=*/{DATA_FILE}"
 
 
 @dataclass
@@ -58,32 +75,81 @@ def prepare(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike) -> Non
         storage.register(con, warehouse)
 
 
-def _quote(s: str) -> str:
+def quote_sql(s: str) -> str:
+    """``s`` as a SQL string literal."""
     return "'" + s.replace("'", "''") + "'"
 
 
-def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = False) -> str:
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def day_scan_sql(files: str, uniform: bool) -> str:
+    """``read_parquet`` over day files (``files``: a quoted glob or a SQL list of paths),
+    with the partition columns from the hive path as VARCHAR, VARCHAR and DATE."""
+    hive = "{" + ", ".join(f"{quote_sql(c)}: {_DUCK_TYPES[c]}" for c in PARTITION) + "}"
+    union = "" if uniform else "union_by_name = true, "
+    return f"read_parquet({files}, hive_partitioning = true, {union}hive_types = {hive})"
+
+
+def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = False,
+                   compacted: Usable | None = None) -> str:
     """The view over one lake table. ``uniform``: every file has the same columns and types
     (the usual case: the schema is enforced on write), so DuckDB may take the schema from one
     file; otherwise it reads every file's schema at every query (``union_by_name``: files
-    written before a column was added read as NULL there), about twice the time over a year."""
-    glob = _table_glob(warehouse, table)
-    hive = "{" + ", ".join(f"{_quote(c)}: {_DUCK_TYPES[c]}" for c in PARTITION) + "}"
-    union = "" if uniform else "union_by_name = true, "
-    return (f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet({_quote(glob)}, "
-            f"hive_partitioning = true, {union}hive_types = {hive})")
+    written before a column was added read as NULL there), about twice the time over a year.
+
+    ``compacted`` (``compact.usable``, only with ``uniform``): the days its manifests name are read from the compacted month files, and every
+    other day file through the glob, so no day is read twice or missed; DuckDB prunes the
+    glob's files by their hive path before opening any."""
+    if not (uniform and compacted and compacted.files):
+        return f"CREATE OR REPLACE VIEW {table} AS {_day_select(warehouse, table, uniform)}"
+    # the layout is regular (``compact.usable`` checked): the glob of the regular layout
+    # finds the same files, and DuckDB expands it faster than ``**``
+    base = _day_select(warehouse, table, uniform, DAY_GLOB)
+    cover = _days_sql(compacted.days)
+    files = "[" + ", ".join(quote_sql(p.as_posix()) for p in compacted.files) + "]"
+    return (f"CREATE OR REPLACE VIEW {table} AS {base}\nWHERE NOT ({cover})\n"
+            f"UNION ALL SELECT {', '.join(_ident(c) for c in compacted.columns)} "
+            f"FROM read_parquet({files}, hive_partitioning = false)\nWHERE {cover}")
 
 
-def _table_glob(warehouse: str | os.PathLike, table: str) -> str:
-    return (lake_root(warehouse) / table).as_posix() + f"/**/{DATA_FILE}"
+def _day_select(warehouse: str | os.PathLike, table: str, uniform: bool, pattern: str = f"**/{DATA_FILE}") -> str:
+    return f"SELECT * FROM {day_scan_sql(quote_sql(_table_glob(warehouse, table, pattern)), uniform)}"
+
+
+def _days_sql(days: dict[tuple[str, str], list[dt.date]]) -> str:
+    """A condition on ``provider``, ``cluster`` and ``date`` true on exactly these days
+    (runs of consecutive days as one ``BETWEEN``)."""
+    terms = []
+    for (provider, cluster), dates in sorted(days.items()):
+        runs: list[list[dt.date]] = []
+        for d in sorted(set(dates)):
+            if runs and d - runs[-1][1] == dt.timedelta(days=1):
+                runs[-1][1] = d
+            else:
+                runs.append([d, d])
+        spans = " OR ".join(f"date = DATE '{a}'" if a == b else f"date BETWEEN DATE '{a}' AND DATE '{b}'"
+                            for a, b in runs)
+        terms.append(f"(provider = {quote_sql(provider)} AND cluster = {quote_sql(cluster)} AND ({spans}))")
+    return " OR ".join(terms) or "false"
+
+
+def _table_glob(warehouse: str | os.PathLike, table: str, pattern: str = f"**/{DATA_FILE}") -> str:
+    return (lake_root(warehouse) / table).as_posix() + "/" + pattern
 
 
 def uniform_schema(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str) -> bool:
     """Whether every file of ``table`` has the same columns with the same types (one pass
     over the files' footers, at build time instead of at every query)."""
-    glob = _quote(_table_glob(warehouse, table))
+    return files_uniform(con, quote_sql(_table_glob(warehouse, table)))
+
+
+def files_uniform(con: duckdb.DuckDBPyConnection, files: str) -> bool:
+    """Whether the Parquet files ``files`` (a quoted glob or a SQL list) all have the same
+    columns with the same types."""
     n_files, n_cols, odd = con.execute(f"""
-        WITH s AS (SELECT file_name, name, type FROM parquet_schema({glob})),
+        WITH s AS (SELECT file_name, name, type FROM parquet_schema({files})),
              c AS (SELECT name, type, count(DISTINCT file_name) AS n FROM s GROUP BY ALL)
         SELECT (SELECT count(DISTINCT file_name) FROM s), (SELECT count(*) FROM c),
                (SELECT count(*) FROM c WHERE n <> (SELECT count(DISTINCT file_name) FROM s))""").fetchone()
@@ -117,6 +183,15 @@ def _view_statement(name: str, text: str) -> str:
 STORAGE_COMPATIBILITY = "v1.0.0"
 
 
+def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str) -> str:
+    """``table_view_sql`` with the compacted months that match the lake now (local warehouses)."""
+    from .compact import usable
+
+    uniform = uniform_schema(con, warehouse, table)
+    compacted = usable(con, warehouse, table, _day_select(warehouse, table, uniform)) if uniform else None
+    return table_view_sql(warehouse, table, uniform, compacted)
+
+
 def build(warehouse: str | os.PathLike) -> BuildReport:
     """Build the view database aside and swap it into place (see the module docstring)."""
     final = db_path(warehouse)
@@ -131,11 +206,11 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
         try:
             prepare(con, warehouse)
             for table in tables_present(warehouse):
-                con.execute(table_view_sql(warehouse, table, uniform_schema(con, warehouse, table)))
+                con.execute(_table_view(con, warehouse, table))
                 report.views.append(table)
             for name in analytics_present(warehouse):
                 path = (analytics_root(warehouse) / f"{name}.parquet").as_posix()
-                con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(path)})")
+                con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote_sql(path)})")
                 report.views.append(name)
             # a view over tables that do not exist yet (analytics before the first analytics
             # run, or a view over another such view) is skipped, not an error
@@ -178,7 +253,7 @@ def connect_readonly(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     try:
         prepare(con, warehouse)
-        con.execute(f"ATTACH {_quote(str(path))} AS faultline (READ_ONLY)")
+        con.execute(f"ATTACH {quote_sql(str(path))} AS faultline (READ_ONLY)")
         con.execute("USE faultline")
     except BaseException:
         con.close()

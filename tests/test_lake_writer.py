@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import polars as pl
 import pytest
@@ -31,8 +32,8 @@ def tables(landing):
 def test_a_remembered_frame_is_exactly_what_the_file_reads_back(tables, warehouse):
     wh = str(warehouse)
     with lake_writer.PartitionWriter(wh) as out:
-        for table, attr in TABLES.items():
-            out.write(table, getattr(tables, attr), *PART)
+        paths = out.write({table: getattr(tables, attr) for table, attr in TABLES.items()}, *PART)
+    assert paths == {t: lake.partition_dir(wh, t, *PART) / lake.DATA_FILE for t in TABLES}
     for table in TABLES:
         hit = lake_writer.recent(lake.partition_dir(wh, table, *PART) / lake.DATA_FILE)
         assert hit is not None, table
@@ -53,18 +54,33 @@ def test_a_file_replaced_by_another_writer_is_read_from_disk(tables, warehouse):
     assert lake_writer.read(wh, "steps", *PART).height == 0
 
 
-def test_the_first_failed_write_is_raised_and_the_others_still_land(tables, warehouse):
+def test_a_partition_is_written_all_or_none(tables, warehouse):
     wh = str(warehouse)
+    lake.write_partition(wh, "ingest_audit", tables.audit.head(3), *PART)
+    before = (lake.partition_dir(wh, "ingest_audit", *PART) / lake.DATA_FILE).read_bytes()
     elsewhere = tables.steps.with_columns(cluster=pl.lit("c9"))      # rows of another partition
     with pytest.raises(ValueError, match="rows belong to another partition"):
-        with lake_writer.PartitionWriter(wh, threads=2) as out:
-            out.write("steps", elsewhere, *PART)
-            out.write("ingest_audit", tables.audit, *PART)
-            out.write("flight_recorder", tables.flight, *PART)
-            out.close()
-    assert not (lake.partition_dir(wh, "steps", *PART) / lake.DATA_FILE).exists()
-    assert lake.read_partition(wh, "ingest_audit", *PART).height == tables.audit.height == 10
-    assert lake.read_partition(wh, "flight_recorder", *PART).height == tables.flight.height
+        lake_writer.write_many(wh, {"ingest_audit": tables.audit, "flight_recorder": tables.flight,
+                                    "steps": elsewhere}, *PART)
+    assert (lake.partition_dir(wh, "ingest_audit", *PART) / lake.DATA_FILE).read_bytes() == before
+    assert not (lake.partition_dir(wh, "flight_recorder", *PART) / lake.DATA_FILE).exists()
+    assert not [p for p in warehouse.rglob("*") if p.is_file() and lake.TMP_MARK in p.name]
+
+
+def test_after_a_failed_write_nothing_more_is_written_and_the_error_is_raised(tables, warehouse):
+    wh = str(warehouse)
+    elsewhere = tables.steps.with_columns(cluster=pl.lit("c9"))
+    out = lake_writer.PartitionWriter(wh, threads=1)
+    out.write({"steps": elsewhere}, *PART)
+    with pytest.raises(ValueError, match="rows belong to another partition"):
+        for day in ("2026-11-25", "2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30"):
+            out.write({"ingest_audit": tables.audit.with_columns(date=pl.lit(None, pl.Date))}, *PART[:2], day)
+            time.sleep(0.05)
+    with pytest.raises(ValueError, match="rows belong to another partition"):
+        out.close()
+    written = sorted(p.parent.name for p in (warehouse / "lake" / "ingest_audit").rglob(lake.DATA_FILE)) \
+        if (warehouse / "lake" / "ingest_audit").exists() else []
+    assert len(written) <= 1                     # at most the one queued before the failure was known
     assert not [p for p in warehouse.rglob("*") if p.is_file() and lake.TMP_MARK in p.name]
 
 
@@ -72,7 +88,7 @@ def test_the_step_error_wins_over_a_write_error(tables, warehouse):
     elsewhere = tables.steps.with_columns(cluster=pl.lit("c9"))
     with pytest.raises(KeyError, match="the step's own"):
         with lake_writer.PartitionWriter(str(warehouse)) as out:
-            out.write("steps", elsewhere, *PART)
+            out.write({"steps": elsewhere}, *PART)
             raise KeyError("the step's own error")
 
 

@@ -110,5 +110,11 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     if summary.get("analytics"):
         click.echo("analytics: " + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
                    + f" ({summary['analytics_seconds']:.1f}s)", err=True)
+    packed = summary.get("compaction") or {}
+    if packed.get("written") or packed.get("failed"):
+        click.echo(f"compaction: {packed['written']} closed months rewritten, {packed['current']} current "
+                   f"({packed['seconds']:.1f}s)", err=True)
+        for month, why in packed["failed"].items():
+            click.echo(f"compaction failed for {month}: {why} (its views read the day files)", err=True)
     click.echo(f"{summary['partitions']} partitions in {summary['seconds']:.1f}s -> "
                f"{db_path(warehouse) if is_url(warehouse) else warehouse / 'faultline.duckdb'}", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from .. import lake, lake_writer, landing, warehouse
+from .. import compact, lake, lake_writer, landing, warehouse
 from ..classify.ruleset import load_ruleset
 from ..ingest.partition import PartitionTables, ingest_partition
 from ..landing import Discovery, Partition
@@ -59,14 +59,18 @@ class LakeResource(dg.ConfigurableResource):
         return lake.file_schema(self.warehouse, table, part.provider, part.cluster, part.date)
 
     def build_warehouse(self) -> warehouse.BuildReport:
+        """Compact closed months (``compact``: cheap when nothing changed), then rebuild the
+        view file."""
+        compact.compact(self.warehouse)
         return warehouse.build(self.warehouse)
 
 
 class PartitionLake(lake_writer.PartitionWriter):
     """``PartitionWriter`` taking a ``Partition``."""
 
-    def write(self, table: str, df: pl.DataFrame, part: Partition) -> Path:
-        return super().write(table, df, part.provider, part.cluster, part.date)
+    def write(self, frames: dict[str, pl.DataFrame], part: Partition) -> dict[str, Path]:
+        """One partition's tables, all or none, on a background thread."""
+        return super().write(frames, part.provider, part.cluster, part.date)
 
 
 def from_env() -> dict[str, dg.ConfigurableResource]:

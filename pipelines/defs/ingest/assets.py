@@ -49,10 +49,9 @@ def raw_landing(context: dg.AssetExecutionContext, landing: LandingResource, lak
     with lake.writer() as out:          # the next partition parses while this one is written
         for part in partitions_of(context):
             tables = landing.ingest(part)
-            for outputs in RAW_TABLES.values():
-                for table, attr, _ in outputs:
-                    df = getattr(tables, attr)
-                    written[table].append(Written.of(part.relpath, df, out.write(table, df, part)))
+            frames = {table: getattr(tables, attr) for outputs in RAW_TABLES.values() for table, attr, _ in outputs}
+            for table, path in out.write(frames, part).items():
+                written[table].append(Written.of(part.relpath, frames[table], path))
             lines += int(tables.audit["lines_read"].sum())
     for key, outputs in RAW_TABLES.items():
         meta = {}
@@ -72,7 +71,7 @@ def core_events(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mat
     with lake.writer() as out:
         for part in partitions_of(context):
             df = ingest.core_events(lake.read("raw_kernel_events", part), lake.read("raw_job_events", part))
-            written.append(Written.of(part.relpath, df, out.write("events", df, part)))
+            written.append(Written.of(part.relpath, df, out.write({"events": df}, part)["events"]))
             for cat, n in df.group_by("category").len().iter_rows():
                 cats[cat] = cats.get(cat, 0) + n
     top = dict(sorted(cats.items(), key=lambda kv: (-kv[1], str(kv[0])))[:8])
@@ -88,7 +87,7 @@ def core_jobs(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mater
         for part in partitions_of(context):
             df = ingest.core_jobs(lake.read("raw_slurm_jobs", part), lake.read("steps", part),
                                   lake.read("flight_recorder", part))
-            written.append(Written.of(part.relpath, df, out.write("jobs", df, part)))
+            written.append(Written.of(part.relpath, df, out.write({"jobs": df}, part)["jobs"]))
     return dg.MaterializeResult(metadata=batch_metadata(
         written, ["job_id", "state", "n_nodes", "n_steps", "failed_steps", "fr_suspect_rank"]))
 
@@ -106,7 +105,7 @@ def core_inventory(context: dg.AssetExecutionContext, landing: LandingResource,
     with lake.writer() as out:
         for part in partitions_of(context):
             df = inv.filter((pl.col("provider") == part.provider) & (pl.col("cluster") == part.cluster))
-            written.append(Written.of(part.relpath, df, out.write("inventory", df, part)))
+            written.append(Written.of(part.relpath, df, out.write({"inventory": df}, part)["inventory"]))
     return dg.MaterializeResult(metadata=batch_metadata(
         written, ["rack", "node", "gpus", "gpu_model"], source=dg.MetadataValue.text(note)))
 
