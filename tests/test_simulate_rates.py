@@ -88,6 +88,29 @@ def test_truth_rates_match_observed_faults(long_run):
     assert fleet["faults"] == prov["faults"].sum() == rates.filter(pl.col("level") == "cluster")["faults"].sum()
 
 
+def test_truth_interruption_rate_is_per_calendar_node_day_without_idle_nccl_hangs(long_run):
+    """TRUTH.md, "Which faults are interruptions": the rate ``faultline evaluate`` scores."""
+    root, _ = long_run
+    rates = pl.read_parquet(root / "_truth" / "rates.parquet")
+    ft = pl.read_parquet(root / "_truth" / "faults.parquet").filter(
+        (pl.col("origin") == "infra") & pl.col("source").is_in(["independent", "lemon"]))
+    idle_hang = (pl.col("kind") == "nccl_hang") & pl.col("affected_job_id").is_null()
+    for r in rates.iter_rows(named=True):
+        mine = ft if r["level"] == "fleet" else ft.filter(pl.col("provider") == r["provider"])
+        if r["level"] == "cluster":
+            mine = mine.filter(pl.col("cluster") == r["cluster"])
+        assert r["interruptions"] == mine.height - mine.filter(idle_hang).height
+        assert r["calendar_node_days"] == r["nodes"] * 45
+        assert r["interruption_rate_per_1k"] == pytest.approx(
+            r["expected_interruptions"] / r["calendar_node_days"] * 1000, abs=1e-3)  # both rounded
+        # only NCCL hangs on idle time leave the expectation: at most their whole share of it
+        assert r["expected_faults"] * (1 - 7 / 410) - 1e-3 <= r["expected_interruptions"] <= r["expected_faults"]
+    fleet = rates.filter(pl.col("level") == "fleet").row(0, named=True)
+    assert (fleet["faults"], fleet["interruptions"]) == (63, 63)
+    assert (fleet["expected_faults"], fleet["expected_interruptions"]) == (73.041, 72.836)
+    assert fleet["interruption_rate_per_1k"] == 10.1161 and fleet["rate_per_1k"] == 10.2835
+
+
 def test_fault_key_lines_in_kernel_logs_count_like_the_truth(long_run):
     """Count every injected fault's key line in the logs themselves, per provider."""
     root, _ = long_run

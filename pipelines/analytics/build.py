@@ -35,7 +35,7 @@ def compute(events: pl.DataFrame, jobs: pl.DataFrame, flight: pl.DataFrame | Non
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
     failures = attribute_failures(jobs, events, flight, domains, cfg)
-    nodes = node_health(exposure(inv, days), incidents, failures)
+    nodes = node_health(exposure(inv, days), incidents, failures, cfg)
     sb = scoreboard(nodes, failures, cfg=cfg)
     return {
         "incidents": incidents,

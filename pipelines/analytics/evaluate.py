@@ -34,6 +34,26 @@ def _true_lemons(truth_dir: str | os.PathLike) -> tuple[set[str], set[str]]:
     return _keys(lem, "node"), _keys(lem.filter(pl.col("manifested")), "node")
 
 
+def provider_rates(truth_rates: pl.DataFrame, scoreboard: pl.DataFrame) -> pl.DataFrame:
+    """Each provider's true rate against the measured rate's interval. The true rate scored is
+    ``interruption_rate_per_1k`` (TRUTH.md, "Which faults are interruptions": per calendar
+    node-day, NCCL hangs only when a job ran); ``rate_per_1k`` (the generation rate per up
+    node-day, scored before) is compared too, as ``covered_up_time_rate``. A truth folder
+    written before ``interruption_rate_per_1k`` existed is scored on ``rate_per_1k``."""
+    t = truth_rates.filter(pl.col("level") == "provider")
+    scored = "interruption_rate_per_1k" if "interruption_rate_per_1k" in t.columns else "rate_per_1k"
+    sb = scoreboard.filter(pl.col("level") == "provider").select("provider", "rate_per_1k", "ci_low", "ci_high")
+
+    def inside(col: str) -> pl.Expr:
+        return ((pl.col(col) >= pl.col("ci_low")) & (pl.col(col) <= pl.col("ci_high"))).fill_null(False)
+    return t.select("provider", true_rate=pl.col(scored), up_time_rate=pl.col("rate_per_1k")).join(
+        sb, on="provider", how="left").with_columns(covered=inside("true_rate"), covered_up_time_rate=inside("up_time_rate"))
+
+
+def _share(flags: pl.Series) -> float:
+    return round(float(flags.mean()), 4) if flags.len() else float("nan")
+
+
 def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict:
     root = lake.analytics_root(warehouse)
     ours = {n: pl.read_parquet(root / f"{n}.parquet") for n in
@@ -63,10 +83,7 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
     orr = _keys(ours["rack_hotspots"], "rack")
     racks = len(tr & orr) / len(tr) if tr else 1.0
 
-    rates = _truth(truth_dir, "rates").filter(pl.col("level") == "provider").select("provider", pl.col("rate_per_1k").alias("true_rate"))
-    sb = ours["provider_scoreboard"].filter(pl.col("level") == "provider").select("provider", "rate_per_1k", "ci_low", "ci_high")
-    pr = rates.join(sb, on="provider", how="left").with_columns(
-        covered=(pl.col("true_rate") >= pl.col("ci_low")) & (pl.col("true_rate") <= pl.col("ci_high")))
+    pr = provider_rates(_truth(truth_dir, "rates"), ours["provider_scoreboard"])
     unknown = float((j["root_cause"] == "unknown").mean()) if j.height else 0.0
     figures = {
         "failed_jobs": j.height, "root_cause_macro_f1": round(f1, 4), "unknown_share": round(unknown, 4),
@@ -75,7 +92,8 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
         "lemon_recall_all_injected": round(recall_all, 4), "lemons_manifested": len(manifested),
         "lemons_injected": len(injected), "lemons_found": len(ol),
         "bad_racks_found": round(racks, 4), "bad_racks_true": len(tr),
-        "provider_rates_covered": round(float(pr["covered"].fill_null(False).mean()), 4) if pr.height else float("nan"),
+        "provider_rates_covered": _share(pr["covered"]),
+        "provider_rates_covered_up_time_rate": _share(pr["covered_up_time_rate"]),
     }
     passed = {k: (figures[k] <= v if k == "unknown_share" else figures[k] >= v) for k, v in FLOORS.items()}
     confusion = j.group_by("true_cause", "root_cause").len().sort("true_cause", "len", descending=[False, True])

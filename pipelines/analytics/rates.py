@@ -41,33 +41,60 @@ def exposure(inventory: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
         pl.col("date").min().alias("first_day"), pl.col("date").max().alias("last_day"))
 
 
-def _with_ci(df: pl.DataFrame, k: str = "incidents", e: str = "node_days") -> pl.DataFrame:
+def _with_ci(df: pl.DataFrame, k: str = "failures", e: str = "node_days") -> pl.DataFrame:
     lo, hi = poisson_ci(df[k].to_numpy(), df[e].to_numpy())
     return df.with_columns(
         rate_per_1k=(pl.col(k) / pl.col(e) * PER),
         ci_low=pl.Series(lo * PER), ci_high=pl.Series(hi * PER))
 
 
-def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame) -> pl.DataFrame:
+def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """Failed jobs a node interrupted without a serious kernel incident to show for it: the
+    cause is a node-side warning (CPU thermal throttling, a hung task: ``hardware`` /
+    ``software`` domain) or an NCCL hang localized to one node (``collective_timeout`` with a
+    culprit), and the culprit node had no serious incident (its own or a rack's) from the
+    job's start to ``attribution_after_s`` after its end, which would already count. Llama 3
+    counts such interruptions too (NCCL watchdog timeouts, thermal: field-numbers.md)."""
+    keys = ["provider", "cluster", "node"]
+    f = failures.filter(pl.col("culprit_node").is_not_null() & (
+        pl.col("domain").is_in(["hardware", "software"]) | (pl.col("root_cause") == "collective_timeout"))
+    ).select("provider", "cluster", "job_id", pl.col("culprit_node").alias("node"), "started", "ended")
+    serious = incidents.filter(pl.col("severity").is_in(["error", "critical"])).select(*keys, "first_ts")
+    after = pl.duration(seconds=cfg.attribution_after_s)
+    explained = f.join(serious, on=keys, how="inner").filter(
+        (pl.col("first_ts") >= pl.col("started")) & (pl.col("first_ts") <= pl.col("ended") + after)).select(
+        "provider", "cluster", "job_id").unique()
+    return f.join(explained, on=["provider", "cluster", "job_id"], how="anti")
+
+
+def node_health(expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame,
+                cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
     """Per node: independent serious incidents (those shared by a rack are the rack's, see
-    ``rack_hotspots``), failed jobs it caused, GPU-hours lost, rate with exact interval."""
+    ``rack_hotspots``), job interruptions with no serious incident (``job_interruptions``),
+    failures (the two together: what the rate counts), failed jobs it caused, GPU-hours lost,
+    rate with exact interval."""
+    keys = ["provider", "cluster", "node"]
     inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
-    per_node = inc.group_by("provider", "cluster", "node").agg(
+    per_node = inc.group_by(keys).agg(
         pl.len().alias("incidents"), pl.col("category").mode().sort().first().alias("top_category"),
         pl.col("first_ts").max().alias("last_incident"))
+    interrupted = job_interruptions(incidents, failures, cfg).group_by(keys).agg(pl.len().alias("interruptions"))
     hits = failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"])).group_by(
         "provider", "cluster", pl.col("culprit_node").alias("node")).agg(
         pl.len().alias("failed_jobs"), fsum("gpu_hours_lost").alias("gpu_hours_lost"))
-    df = (expo.join(per_node, on=["provider", "cluster", "node"], how="left")
-          .join(hits, on=["provider", "cluster", "node"], how="left")
-          .with_columns(pl.col("incidents").fill_null(0).cast(pl.Int64), pl.col("failed_jobs").fill_null(0).cast(pl.Int64),
-                        pl.col("gpu_hours_lost").fill_null(0.0)))
+    df = (expo.join(per_node, on=keys, how="left").join(interrupted, on=keys, how="left")
+          .join(hits, on=keys, how="left")
+          .with_columns(pl.col("incidents").fill_null(0).cast(pl.Int64),
+                        pl.col("interruptions").fill_null(0).cast(pl.Int64),
+                        pl.col("failed_jobs").fill_null(0).cast(pl.Int64), pl.col("gpu_hours_lost").fill_null(0.0))
+          .with_columns(failures=pl.col("incidents") + pl.col("interruptions")))
     return _with_ci(df).sort("provider", "cluster", "node")
 
 
 def group_health(nodes: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     g = nodes.group_by(keys).agg(
-        fsum("node_days").alias("node_days"), pl.col("incidents").sum(), pl.col("failed_jobs").sum(),
+        fsum("node_days").alias("node_days"), pl.col("incidents").sum(), pl.col("interruptions").sum(),
+        pl.col("failures").sum(), pl.col("failed_jobs").sum(),
         fsum("gpu_hours_lost").alias("gpu_hours_lost"), pl.len().alias("n_nodes"),
         fsum(pl.col("node_days") * pl.col("gpus") * 24).alias("gpu_hours"))
     return _with_ci(g).sort(keys)
@@ -94,7 +121,8 @@ def scoreboard(nodes: pl.DataFrame, failures: pl.DataFrame, job_gpus: int = 1024
         pl.col("infra_gpu_hours_lost").fill_null(0.0),
         infra_gpu_hours_lost_per_1k_gpu_hours=pl.col("infra_gpu_hours_lost").fill_null(0.0) / pl.col("gpu_hours") * 1000,
         mttf_hours_1024_gpus=pl.when(per_hour > 0).then(1.0 / (per_hour * nodes_per_job)),
-    ).select("level", "provider", "cluster", "n_nodes", "node_days", "gpu_hours", "incidents", "rate_per_1k", "ci_low",
+    ).select("level", "provider", "cluster", "n_nodes", "node_days", "gpu_hours", "incidents", "interruptions",
+             "failures", "rate_per_1k", "ci_low",
              "ci_high", "failed_jobs_all", "infra_failed_jobs", "infra_gpu_hours_lost",
              "infra_gpu_hours_lost_per_1k_gpu_hours", "mttf_hours_1024_gpus").sort("level", "provider", "cluster", nulls_last=False)
 
@@ -116,8 +144,8 @@ def provider_comparison(sb: pl.DataFrame, level: str = "provider", conf: float =
     for a, b in itertools.combinations(rows, 2):
         name_a = a["provider"] if level == "provider" else f"{a['provider']}/{a['cluster']}"
         name_b = b["provider"] if level == "provider" else f"{b['provider']}/{b['cluster']}"
-        ratio, lo, hi = rate_ratio_ci(a["incidents"], a["node_days"], b["incidents"], b["node_days"], conf)
-        ra, rb = a["incidents"] / max(a["node_days"], 1e-9), b["incidents"] / max(b["node_days"], 1e-9)
+        ratio, lo, hi = rate_ratio_ci(a["failures"], a["node_days"], b["failures"], b["node_days"], conf)
+        ra, rb = a["failures"] / max(a["node_days"], 1e-9), b["failures"] / max(b["node_days"], 1e-9)
         need = node_days_to_separate(ra, rb)
         distinct = bool(np.isfinite(lo) and (lo > 1 or hi < 1))
         have = min(a["node_days"], b["node_days"])

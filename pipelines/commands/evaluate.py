@@ -40,9 +40,12 @@ def evaluate(truth, warehouse, as_json, strict):
                    f"{fig['lemons_injected']} injected lemons; lemon_precision counts a flag on any injected lemon as right.")
         click.echo("\nper-category F1: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["per_class_f1"].items())))
         rates = res["provider_rates"]
+        click.echo("\nprovider rates: true = interruptions expected per 1,000 calendar node-days (TRUTH.md, \"Which "
+                   "faults are interruptions\"); up-time = the generation rate per up node-day, scored before")
         for r in rates.iter_rows(named=True):
             click.echo(f"  {r['provider']:12} true {r['true_rate']:8.2f}  measured {r['rate_per_1k'] or 0:8.2f} "
                        f"[{r['ci_low'] or 0:.2f}, {r['ci_high'] or 0:.2f}] per 1,000 node-days  "
-                       f"{'covered' if r['covered'] else 'NOT covered'}")
+                       f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
+                       f"{'covered' if r['covered_up_time_rate'] else 'not covered'})")
     if strict and not all(ok.values()):
         raise SystemExit(1)

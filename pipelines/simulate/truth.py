@@ -136,7 +136,7 @@ def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boo
         pl.col("episodes").fill_null(0).cast(pl.Int64), pl.col("flap_faults").fill_null(0).cast(pl.Int64),
         pl.col("job_failures").fill_null(0).cast(pl.Int64)).sort("provider", "cluster", "rack"))
 
-    w.write_frame("_truth/rates.parquet", rates_table(fleet, jt, ft, bad_racks, expect))
+    w.write_frame("_truth/rates.parquet", rates_table(fleet, jt, ft, bad_racks, expect, t0, end))
     sk = nodes.with_columns(skew_s=pl.Series(skew / S)).filter(pl.col("skew_s") != 0)
     w.write_frame("_truth/skew.parquet", sk.select("provider", "cluster", "node", "skew_s").sort("provider", "cluster", "node"))
     w.write_frame("_truth/maintenance.parquet", maint.join(host, on="node_idx", how="left").select(
@@ -159,7 +159,25 @@ def lemon_fault_counts(faults: pl.DataFrame) -> pl.DataFrame:
         n_faults=pl.len(), n_logged_faults=pl.col("logged").sum().cast(pl.Int64))
 
 
-def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFrame, expect: dict) -> pl.DataFrame:
+def busy_days(jt: pl.DataFrame, t0: int, end: int) -> pl.DataFrame:
+    """Per node: days some job of the truth's ``jobs`` ran on it inside the window."""
+    lo, hi = pl.lit(t0).cast(UTC), pl.lit(end).cast(UTC)
+    run = jt.select("nodes", _s=pl.max_horizontal("start", lo), _e=pl.min_horizontal("end", hi)).explode("nodes")
+    return run.group_by(pl.col("nodes").alias("node")).agg(
+        busy_days=((pl.col("_e") - pl.col("_s")).dt.total_microseconds().clip(lower_bound=0).sum() / DAY))
+
+
+def idle_hang_share(models: list[str]) -> np.ndarray:
+    """Per node: the share of its independent faults that are ``nccl_hang`` (by its GPU model's mix)."""
+    share = {}
+    for m in set(models):
+        ks = catalog.infra_kinds(m)
+        share[m] = sum(k.weight for k in ks if not k.lines) / sum(k.weight for k in ks)
+    return np.array([share[m] for m in models])
+
+
+def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFrame, expect: dict,
+                t0: int, end: int) -> pl.DataFrame:
     nodes = fleet.nodes
     rate, expo, lemx = expect["rate"], expect["exposure_days"], expect["lemon_expected"]
     flapx = np.zeros(nodes.height)
@@ -167,10 +185,19 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
     for r, x in expect["flap_expected"].items():
         members = np.flatnonzero(rack_of == r)
         flapx[members] = x / len(members)
+    # interruptions (TRUTH.md, "Which faults are interruptions"): a fault that prints nothing
+    # (an NCCL hang) exists only inside a running collective, so one drawn while no job ran on
+    # the node is no event at all; the rest of the expectation stands
+    models = nodes.join(fleet.clusters.select("cluster_idx", "gpu_model"), on="cluster_idx", how="left")["gpu_model"]
+    busy = nodes.select("node").join(busy_days(jt, t0, end), on="node", how="left")["busy_days"].fill_null(0.0)
+    idle_hangs = rate / 1000.0 * idle_hang_share(models.to_list()) * np.maximum(expo - busy.to_numpy(), 0.0)
     per_node = nodes.select("provider", "cluster", "node").with_columns(
         node_days=pl.Series(expo), expected=pl.Series(rate / 1000.0 * expo + lemx),
-        base_expected=pl.Series(rate / 1000.0 * expo), flap_expected=pl.Series(flapx))
+        base_expected=pl.Series(rate / 1000.0 * expo), flap_expected=pl.Series(flapx),
+        calendar_days=pl.lit((end - t0) / DAY), expected_interruptions=pl.Series(rate / 1000.0 * expo + lemx - idle_hangs))
     indep = ft.filter((pl.col("origin") == "infra") & pl.col("source").is_in(["independent", "lemon"]))
+    silent = [k.name for k in catalog.KINDS if k.origin == "infra" and not k.lines]
+    interrupting = indep.filter(~pl.col("kind").is_in(silent) | pl.col("affected_job_id").is_not_null())
     flap = ft.filter(pl.col("source") == "bad_rack")
     failed = pl.col("state").str.split(" ").list.first().is_in(FAILED_STATES)
     infra_fail = pl.col("root_cause").is_in(INFRA_CATEGORIES)
@@ -182,8 +209,11 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
         a = per_node.group_by(g).agg(nodes=pl.len(), node_days=pl.col("node_days").sum(),
                                      expected_faults=pl.col("expected").sum(),
                                      base_expected=pl.col("base_expected").sum(),
-                                     expected_bad_rack_faults=pl.col("flap_expected").sum())
-        b = indep.group_by(g).agg(faults=pl.len())
+                                     expected_bad_rack_faults=pl.col("flap_expected").sum(),
+                                     calendar_node_days=pl.col("calendar_days").sum(),
+                                     expected_interruptions=pl.col("expected_interruptions").sum())
+        b = indep.group_by(g).agg(faults=pl.len()).join(interrupting.group_by(g).agg(interruptions=pl.len()),
+                                                        on=keys if keys else ["_all"], how="left")
         c = flap.group_by(g).agg(bad_rack_faults=pl.len())
         d = jt.group_by(g).agg(
             jobs=pl.len(), failed_jobs=failed.sum(), fault_job_failures=infra_fail.sum(),
@@ -197,6 +227,7 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
             rate_per_1k=(pl.col("expected_faults") / pl.col("node_days") * 1000).round(4),
             base_rate_per_1k=(pl.col("base_expected") / pl.col("node_days") * 1000).round(4),
             observed_per_1k=(pl.col("faults").fill_null(0) / pl.col("node_days") * 1000).round(4),
+            interruption_rate_per_1k=(pl.col("expected_interruptions") / pl.col("calendar_node_days") * 1000).round(4),
         )
         for k in ("provider", "cluster"):
             if k not in out.columns:
@@ -205,14 +236,17 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
     cols = ["level", "provider", "cluster", "nodes", "node_days", "rate_per_1k", "base_rate_per_1k",
             "expected_faults", "faults", "observed_per_1k", "expected_bad_rack_faults", "bad_rack_faults", "jobs",
             "failed_jobs", "fault_job_failures", "user_failures", "gpu_hours", "failed_gpu_hours",
-            "fault_failed_gpu_hours"]
+            "fault_failed_gpu_hours", "calendar_node_days", "expected_interruptions", "interruptions",
+            "interruption_rate_per_1k"]
     out = pl.concat([level([], "fleet").select(cols), level(["provider"], "provider").select(cols),
                      level(["provider", "cluster"], "cluster").select(cols)])
-    int_cols = ["nodes", "faults", "bad_rack_faults", "jobs", "failed_jobs", "fault_job_failures", "user_failures"]
+    int_cols = ["nodes", "faults", "bad_rack_faults", "jobs", "failed_jobs", "fault_job_failures", "user_failures",
+                "interruptions"]
     out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in int_cols] +
                            [pl.col(c).fill_null(0.0).round(3) for c in ("gpu_hours", "failed_gpu_hours",
                                                                          "fault_failed_gpu_hours", "node_days",
-                                                                         "expected_faults", "expected_bad_rack_faults")])
+                                                                         "expected_faults", "expected_bad_rack_faults",
+                                                                         "calendar_node_days", "expected_interruptions")])
     prov = fleet.providers.select("provider", "provider_multiplier")
     out = out.join(prov, on="provider", how="left").join(
         mult.select("cluster", "cluster_multiplier"), on="cluster", how="left")
