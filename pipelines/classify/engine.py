@@ -73,14 +73,43 @@ def _empty_result() -> pl.DataFrame:
     return pl.DataFrame(schema=cols)
 
 
+def first_rule_chain(msgs: pl.Series, rs: RuleSet) -> pl.Series:
+    """The index of the first rule whose pattern matches each message (null: none): every
+    pattern over every message. The reference for ``first_rule``."""
+    m = pl.col("msg")
+    chain = pl.when(m.str.contains(rs.rules[0].pattern)).then(pl.lit(0, pl.Int32))
+    for i, r in enumerate(rs.rules[1:], start=1):
+        chain = chain.when(m.str.contains(r.pattern)).then(pl.lit(i, pl.Int32))
+    return pl.DataFrame({"msg": msgs}).select(rule_idx=chain.otherwise(pl.lit(None, pl.Int32)))["rule_idx"]
+
+
+def first_rule(msgs: pl.Series, rs: RuleSet) -> pl.Series:
+    """``first_rule_chain``, trying each rule only on the messages holding one of its
+    keywords (the rule data's contract, checked by the rule tests: a rule matches only lines
+    that contain one of its keywords). One Aho-Corasick pass finds the keywords of every
+    message; a pattern then runs only on its rule's share of them, instead of ~190 patterns
+    over every candidate line (some, like the NCCL ones, start with a pattern the regex
+    engine cannot skip ahead on)."""
+    keys = rs.keyword_rules
+    found = msgs.str.extract_many(list(keys), overlapping=True)
+    pairs = (pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True), "kw": found})
+             .explode("kw").drop_nulls("kw")
+             .join(pl.DataFrame({"kw": list(keys), "rule_idx": [list(v) for v in keys.values()]},
+                                schema={"kw": pl.String, "rule_idx": pl.List(pl.Int32)}), on="kw")
+             .explode("rule_idx").select("_row", "rule_idx").unique(maintain_order=True))
+    hits = [pl.DataFrame(schema={"_row": pl.Int64, "rule_idx": pl.Int32})]
+    for (idx,), part in pairs.partition_by("rule_idx", as_dict=True).items():
+        ok = msgs.gather(part["_row"]).str.contains(rs.rules[idx].pattern)
+        hits.append(part.filter(ok))
+    best = pl.concat(hits).group_by("_row").agg(pl.col("rule_idx").min())
+    return (pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True)})
+            .join(best, on="_row", how="left", maintain_order="left")["rule_idx"])
+
+
 def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     rules = rs.rules
-    m = pl.col("msg")
     if cand.height:
-        chain = pl.when(m.str.contains(rules[0].pattern)).then(pl.lit(0, pl.Int32))
-        for i, r in enumerate(rules[1:], start=1):
-            chain = chain.when(m.str.contains(r.pattern)).then(pl.lit(i, pl.Int32))
-        cand = cand.with_columns(rule_idx=chain.otherwise(pl.lit(None, pl.Int32)))
+        cand = cand.with_columns(rule_idx=first_rule(cand["msg"], rs))
     else:
         cand = cand.with_columns(rule_idx=pl.lit(None, pl.Int32))
     group_schema = {g: pl.String for g in GROUP_NAMES}

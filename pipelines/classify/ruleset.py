@@ -61,6 +61,15 @@ class RuleSet:
         return tuple(sorted(x for i, x in enumerate(short) if not any(y in x for y in short[:i])))
 
     @cached_property
+    def keyword_rules(self) -> dict[str, tuple[int, ...]]:
+        """Each rule keyword -> the indices of the rules that name it."""
+        out: dict[str, list[int]] = {}
+        for i, r in enumerate(self.rules):
+            for k in r.keywords:
+                out.setdefault(k, []).append(i)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
     def prefilter(self) -> str:
         """The literals as one regex (polars/Rust regex: literal alternations run as SIMD search)."""
         return "|".join(re.escape(x) for x in self.prefilter_literals)
