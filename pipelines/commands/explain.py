@@ -152,7 +152,7 @@ def _node_text(node, health, cluster, lemon, incidents, blamed, timeline, days, 
     out = [click.style(f"Node {_s(node['node'])}", bold=True)
            + f" on {where}, rack {_s(node['rack'])}, {_n(node['gpus'])} x {_s(node['gpu_model'])}"]
     if health:
-        out.append(f"  rate        {_n(health['rate_per_1k'])} incidents per 1,000 node-days "
+        out.append(f"  rate        {_n(health['rate_per_1k'])} failures per 1,000 node-days "
                    f"(95% CI {_n(health['ci_low'])} to {_n(health['ci_high'])}); {health['incidents']} incident(s) in "
                    f"{_n(health['node_days'], 0)} node-day(s), all covered days")
     else:

@@ -119,7 +119,7 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
         labels = {"level": r["level"], "provider": r["provider"]}
         if r["level"] == "cluster":
             labels["cluster"] = r["cluster"]
-        what = "Node incidents per 1,000 node-days over every covered day"
+        what = "Node failures (serious incidents and interrupted jobs) per 1,000 node-days over every covered day"
         e.add("faultline_failure_rate_per_1k_node_days", f"{what}.", labels, r["rate_per_1k"])
         e.add("faultline_failure_rate_ci_low_per_1k_node_days", f"{what}: lower end of the exact 95% interval.",
               labels, r["ci_low"])

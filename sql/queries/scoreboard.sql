@@ -1,5 +1,5 @@
 -- name: scoreboard
--- description: The provider and cluster scoreboard: node incidents per 1,000 node-days with exact 95% intervals, failed jobs, infrastructure GPU-hours lost and the projected mean time to failure of a 1,024-GPU job.
+-- description: The provider and cluster scoreboard: node failures (serious incidents and interrupted jobs) per 1,000 node-days with exact 95% intervals, failed jobs, infrastructure GPU-hours lost and the projected mean time to failure of a 1,024-GPU job.
 -- param: level (provider|cluster|all, default: all) which rows
 -- param: provider (text, default: NULL = every provider)
 SELECT level, provider, cluster, n_nodes, node_days, round(gpu_hours) AS gpu_hours, incidents,
