@@ -100,8 +100,7 @@ def write_partition(warehouse: str | os.PathLike, table: str, df: pl.DataFrame,
     An empty frame still writes an (empty, schema-correct) file, so a rerun that removes
     rows takes effect.
     """
-    df = partition_frame(table, df, provider, cluster, date)
-    return atomic_write(partition_dir(warehouse, table, provider, cluster, date) / DATA_FILE, df.drop(list(PARTITION)))
+    return write_partitions(warehouse, {table: df}, provider, cluster, date)[table][0]
 
 
 def partition_frame(table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> pl.DataFrame:
@@ -147,20 +146,28 @@ def atomic_write(final: Path | ObjectPath, df: pl.DataFrame) -> Path | ObjectPat
     (object storage: a local temporary file uploaded as one object)."""
     if isinstance(final, ObjectPath):
         return _put_parquet(final, df)
-    return commit(stage(final, df), final)
+    return atomic_produce(final, _parquet(df))
 
 
-def stage(final: Path, df: pl.DataFrame) -> Path:
-    """``df`` written and fsynced to a temporary sibling of the local file ``final`` (no
-    reader's glob matches it); ``commit`` renames it into place. Nothing is left on error."""
+def _parquet(df: pl.DataFrame):
+    """A ``produce`` for ``stage``: ``df`` as a zstd Parquet file at the given path."""
+    def produce(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            df.write_parquet(f, compression="zstd", statistics=True)
+    return produce
+
+
+def stage(final: Path, produce) -> Path:
+    """``produce(tmp)`` writes a temporary sibling of the local file ``final`` (no reader's
+    glob matches it), which is then fsynced; ``commit`` renames it into place. Nothing is
+    left on error (a file left by a killed process is swept by the next write to the folder)."""
     folder = final.parent
     folder.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(folder)
     tmp = temp_name(final)
     try:
-        with open(tmp, "wb") as f:
-            df.write_parquet(f, compression="zstd", statistics=True)
-            f.flush()
+        produce(tmp)
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -192,7 +199,7 @@ def write_partitions(warehouse: str | os.PathLike, frames: dict[str, pl.DataFram
     staged: list[tuple[str, Path]] = []
     try:
         for t, df in full.items():
-            staged.append((t, stage(finals[t], df.drop(list(PARTITION)))))
+            staged.append((t, stage(finals[t], _parquet(df.drop(list(PARTITION))))))
         out = {}
         while staged:
             t, tmp = staged.pop(0)
@@ -341,18 +348,6 @@ def atomic_produce(final: Path, produce) -> Path:
     """``produce(tmp)`` writes a temporary sibling of the local file ``final`` (by path: a
     DuckDB ``COPY ... TO``, say); that file is fsynced and renamed onto ``final``. Readers
     see the old file or the new one; when ``produce`` raises, ``final`` is left as it was
-    and the temporary file is removed (one left by a killed process is swept by the next
-    write to the folder, as for ``atomic_write``)."""
+    (``stage``, ``commit``)."""
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    sweep_temp_files(final.parent)
-    tmp = temp_name(final)
-    try:
-        produce(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(final.parent)
-    return final
+    return commit(stage(final, produce), final)

@@ -444,3 +444,24 @@ def test_the_pipeline_compacts_closed_months_before_it_builds_the_views(built, t
     summary = run_pipeline(built / "landing", wh, dates=["2026-02-01"], analytics=False)
     assert summary["compaction"]["written"] == len(C.compact(wh).current) > 0
     assert summary["compaction"]["failed"] == {}
+
+
+def test_the_view_asset_compacts_before_it_rebuilds_the_views(built, tmp_path):
+    """The Dagster path (``out_warehouse``) compacts as ``faultline run`` does."""
+    import dagster as dg
+
+    from faultline.defs.partitions import partition_key, register
+    from faultline.defs.resources import LakeResource
+    from faultline.defs.warehouse.assets import out_warehouse
+    from faultline.landing import Partition
+    from faultline.runner import QUIET
+
+    wh = tmp_path / "wh"
+    shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR))
+    inst, part = dg.DagsterInstance.ephemeral(), Partition("northwind", "a1", "2026-02-01")
+    register(inst, [part])
+    r = dg.materialize([out_warehouse], partition_key=partition_key(part), instance=inst, run_config=QUIET,
+                       resources={"lake": LakeResource(warehouse=str(wh))})
+    meta = r.asset_materializations_for_node("out_warehouse")[0].metadata
+    assert meta["compacted_months_written"].value == len(C.compact(wh).current) > 0
+    assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")

@@ -41,9 +41,6 @@ class LakeResource(dg.ConfigurableResource):
 
     warehouse: str
 
-    def write(self, table: str, df: pl.DataFrame, part: Partition) -> Path:
-        return lake_writer.write(self.warehouse, table, df, part.provider, part.cluster, part.date)
-
     def writer(self) -> "PartitionLake":
         """Writes on background threads (``lake_writer.PartitionWriter``): a context manager."""
         return PartitionLake(self.warehouse)
@@ -58,10 +55,11 @@ class LakeResource(dg.ConfigurableResource):
     def file_schema(self, table: str, part: Partition) -> pl.Schema | None:
         return lake.file_schema(self.warehouse, table, part.provider, part.cluster, part.date)
 
+    def compact(self) -> compact.CompactReport:
+        """Compact closed months of the lake (cheap when nothing changed)."""
+        return compact.compact(self.warehouse)
+
     def build_warehouse(self) -> warehouse.BuildReport:
-        """Compact closed months (``compact``: cheap when nothing changed), then rebuild the
-        view file."""
-        compact.compact(self.warehouse)
         return warehouse.build(self.warehouse)
 
 
