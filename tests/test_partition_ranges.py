@@ -1,17 +1,23 @@
-"""Range runs: which partitions one Dagster run materializes (``partition_ranges``) and that a
+"""Range runs: which partitions one Dagster run materializes (``run_plan``) and that a
 range run writes exactly those partitions."""
 from __future__ import annotations
 
 import dagster as dg
 import pytest
 
-from faultline.defs.partitions import landing_partitions, partition_ranges, range_tags, register
+from faultline import run_plan
+from faultline.defs.partitions import key_orders, landing_partitions, range_tags, register
 from faultline.landing import Partition
 from faultline.runner import batches
 
 
 def parts(spec: dict[str, list[int]]) -> list[Partition]:
     return [Partition(*key.split(":"), f"2026-11-{d:02d}") for key, days in spec.items() for d in days]
+
+
+def partition_ranges(instance, ps, max_parts):
+    """Rectangles of at most ``max_parts`` in the instance's order of keys."""
+    return run_plan.ranges(ps, max_parts, max_parts, *key_orders(instance))
 
 
 def relpaths(runs):
@@ -65,8 +71,6 @@ def test_batches_give_every_worker_a_share():
 
 @pytest.mark.parametrize("workers", [2, 3, 4, 5])
 def test_a_plan_covers_every_partition_once_in_rectangles_and_beats_whole_clusters(workers, instance):
-    from faultline import run_plan
-
     ps = parts({"p:a": [1, 2, 3, 4, 5, 6], "p:b": [1, 2, 3, 4, 5, 6], "p:c": [2, 3, 4, 5], "q:d": [1, 3, 4, 5, 6, 7],
                 "q:e": list(range(1, 12))})
     register(instance, ps)

@@ -9,7 +9,6 @@ import warnings
 
 import dagster as dg
 
-from .. import run_plan
 from ..landing import Partition, cluster_key, split_cluster_key
 
 dates = dg.DynamicPartitionsDefinition(name="faultline_date")
@@ -45,18 +44,8 @@ def key_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
     return instance.get_dynamic_partitions(dates.name), instance.get_dynamic_partitions(clusters.name)
 
 
-def partition_ranges(instance: dg.DagsterInstance, parts: list[Partition], max_parts: int) -> list[list[Partition]]:
-    """``parts`` as the partitions of range runs, each at most ``max_parts``.
-
-    A range of a multi-partitioned asset is the product of one range per dimension, in the
-    instance's order of keys: a run covers consecutive clusters times consecutive days (see
-    ``run_plan.ranges``).
-    """
-    return run_plan.ranges(parts, max_parts, max_parts, *key_orders(instance))
-
-
 def range_tags(run: list[Partition]) -> dict[str, str]:
-    """Run tags that make one Dagster run materialize ``run`` (see ``partition_ranges``)."""
+    """Run tags that make one Dagster run materialize ``run`` (a rectangle: ``run_plan.ranges``)."""
     return {"dagster/asset_partition_range_start": str(partition_key(run[0])),
             "dagster/asset_partition_range_end": str(partition_key(run[-1]))}
 
