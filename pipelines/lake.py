@@ -106,16 +106,22 @@ def write_partition(warehouse: str | os.PathLike, table: str, df: pl.DataFrame,
 def partition_frame(table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> pl.DataFrame:
     """``df`` as ``write_partition`` stores it and ``read_partition`` returns it: the table's
     schema (partition columns filled in), in its canonical order. Raises ``ValueError`` for
-    rows of another partition."""
+    rows of another partition. A frame already in the table's schema (what the parser
+    makes) costs one query, the sort: a partition's tables are small, and each query's fixed
+    cost is most of the work."""
     values = {"provider": provider, "cluster": cluster, "date": dt.date.fromisoformat(date)}
-    df = df.with_columns([
-        (pl.col(c).fill_null(pl.lit(v, PARTITION[c])) if c in df.columns else pl.lit(v, PARTITION[c])).alias(c)
-        for c, v in values.items()
-    ])
-    df = conform(df, TABLES[table], name=table)
-    wrong = df.filter(pl.any_horizontal([pl.col(c) != pl.lit(v, PARTITION[c]) for c, v in values.items()]))
-    if wrong.height:
-        raise ValueError(f"{table}: {wrong.height} rows belong to another partition than {provider}/{cluster}/{date}")
+    fills = []
+    for c, v in values.items():
+        if c not in df.columns:
+            fills.append(pl.lit(v, PARTITION[c]).alias(c))
+            continue
+        col = df.get_column(c)
+        wrong = int((col.cast(PARTITION[c]) != v).sum())       # nulls are filled, not wrong
+        if wrong:
+            raise ValueError(f"{table}: {wrong} rows belong to another partition than {provider}/{cluster}/{date}")
+        if col.null_count():
+            fills.append(pl.col(c).fill_null(pl.lit(v, PARTITION[c])))
+    df = conform(df.with_columns(fills) if fills else df, TABLES[table], name=table)
     return df.sort(SORT_KEYS[table], maintain_order=True)
 
 

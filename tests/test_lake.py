@@ -113,6 +113,26 @@ def test_schema_is_enforced_on_write(warehouse):
     assert not (warehouse / "lake").exists() or not list((warehouse / "lake").rglob("data.parquet"))
 
 
+def test_partition_columns_given_absent_or_null_come_out_the_same():
+    """The parser's frames carry the partition columns already in the table's schema (the
+    one-query path); hand-made frames lack them or leave them null: all three are stored
+    alike, sorted, and a row of another date is refused whichever path it takes."""
+    base = _audit(3).reverse()
+    want = lake.partition_frame("ingest_audit", base, *P)
+    assert want.schema == TABLES["ingest_audit"] and want["source"].to_list() == ["a.log0", "a.log1", "a.log2"]
+    assert want["date"].unique().to_list() == [dt.date(2026, 11, 24)]
+    assert lake.partition_frame("ingest_audit", want.reverse(), *P).equals(want)      # conformed input
+    nulls = want.with_columns(date=pl.when(pl.col("source") == "a.log1").then(None).otherwise(pl.col("date")),
+                              provider=pl.lit(None, pl.String))
+    assert lake.partition_frame("ingest_audit", nulls, *P).equals(want)
+    other = want.with_columns(date=pl.when(pl.col("source") == "a.log2").then(dt.date(2026, 11, 25))
+                              .otherwise(pl.col("date")))
+    with pytest.raises(ValueError, match="1 rows belong to another partition"):
+        lake.partition_frame("ingest_audit", other, *P)
+    with pytest.raises(ValueError, match="another partition"):
+        lake.partition_frame("ingest_audit", base.with_columns(cluster=pl.lit("c2")), *P)
+
+
 def test_rerun_replaces_and_empty_still_writes(warehouse):
     lake.write_partition(warehouse, "ingest_audit", _audit(5), *P)
     lake.write_partition(warehouse, "ingest_audit", _audit(0), *P)
