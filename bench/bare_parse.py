@@ -28,20 +28,23 @@ def parse_one(landing: str, provider: str, cluster: str, date: str) -> dict:
             "bytes": int(t.audit["bytes"].sum()), "events": t.kernel_events.height + t.job_events.height}
 
 
+def per_partition(fn, jobs: list[tuple], workers: int) -> tuple[list, int]:
+    """``fn(*job)`` for every job, on up to ``workers`` spawned processes (as the pipeline
+    starts its workers: polars threads do not survive fork). Returns (results, workers)."""
+    workers = max(1, min(workers, len(jobs) or 1))
+    if workers == 1:
+        return [fn(*j) for j in jobs], 1
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(fn, *zip(*jobs))), workers
+
+
 def bare_parse(landing: str, workers: int) -> dict:
     from faultline.landing import discover
 
     t0 = time.perf_counter()
     parts = discover(landing).partitions
-    jobs = [(landing, p.provider, p.cluster, p.date) for p in parts]
-    workers = max(1, min(workers, len(jobs) or 1))
-    if workers == 1:
-        rows = [parse_one(*j) for j in jobs]
-    else:
-        # spawn, as the pipeline does (polars threads do not survive fork)
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            rows = list(pool.map(parse_one, *zip(*jobs)))
-    out = {"partitions": len(jobs), "workers": workers, "seconds": time.perf_counter() - t0}
+    rows, workers = per_partition(parse_one, [(landing, p.provider, p.cluster, p.date) for p in parts], workers)
+    out = {"partitions": len(parts), "workers": workers, "seconds": time.perf_counter() - t0}
     for k in ("files", "lines", "bytes", "events"):
         out[k] = sum(r[k] for r in rows)
     return out

@@ -79,9 +79,11 @@ def test_figures_are_finite_and_positive(ci_run):
     assert isinstance(p["target_met"], bool)
 
     o = data["overhead"]
-    for k in ("partitions", "files", "landing_bytes", "bare_s", "ingest_s", "run_s", "ratio", "run_ratio"):
+    for k in ("partitions", "files", "landing_bytes", "bare_s", "plain_s", "ingest_s", "run_s", "ratio", "run_ratio",
+              "plain_ratio", "dagster_ratio"):
         _positive(o[k], f"overhead {k}")
     assert o["run_s"] > o["ingest_s"] and isinstance(o["target_met"], bool)
+    assert o["dagster_ratio"] == o["ingest_s"] / o["plain_s"]
 
     point_keys = ("nodes", "partitions", "files", "lines", "landing_bytes", "audit_bytes", "pipeline_s",
                   "pipeline_peak_rss", "pipeline_rchar", "bare_s", "bare_peak_rss", "bare_rchar", "ratio")
