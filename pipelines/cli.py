@@ -1,6 +1,8 @@
 """The ``faultline`` command line: a thin group; each command lives in ``commands/``."""
 from __future__ import annotations
 
+import gc
+
 import click
 
 from . import __version__
@@ -24,6 +26,14 @@ def main() -> None:
     Parse kernel, NVIDIA, NCCL/PyTorch and Slurm logs, classify every line into a failure
     taxonomy, attribute failed jobs to root causes and report per node, rack and provider.
     """
+
+
+@main.result_callback()
+def _done(*_result, **_params) -> None:
+    """After a command has finished: freeze every object out of the cyclic GC, so that the
+    interpreter's exit skips a last collection over Dagster's heap (measured: the process
+    ended 1.0 s after ``faultline run`` printed its summary)."""
+    gc.freeze()
 
 
 main.add_command(classify)

@@ -9,8 +9,9 @@ file is rebuilt once, by this process, at the end (one writer).
 from __future__ import annotations
 
 import datetime as dt
-import os
+import gc
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -98,6 +99,23 @@ def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.Dagster
         _instance_cache.clear()
         _instance_cache[keys] = instance
     return _instance_cache[keys]
+
+
+def _start_worker(landing: str, warehouse: str, models_dir: str | None,
+                  keys: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    """A pool worker's start: Dagster, the lake job and the batch's instance, built with the
+    cyclic garbage collector paused and then frozen (``gc.freeze``). They live as long as the
+    worker, so no later collection walks them, and the worker's exit, which otherwise ends in
+    a collection over all of Dagster's objects, takes 0.1 s instead of 0.6-0.9 s (measured)."""
+    gc.disable()
+    try:
+        _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir)
+        _batch_instance(keys)
+    except Exception:       # noqa: BLE001 - the first run builds them again and reports what failed
+        return
+    finally:
+        gc.enable()
+    gc.freeze()
 
 
 def batch_keys(parts: list[Partition]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -194,7 +212,8 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
             done(job[3], _materialize_run(*job, instance=instance, keys=keys))
     else:
         ctx = multiprocessing.get_context("spawn")   # polars and Dagster threads do not survive fork
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
+                                 initargs=(str(landing), str(warehouse), models_dir, keys)) as pool:
             futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())

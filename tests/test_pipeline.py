@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
+import subprocess
+import sys
 
 import dagster as dg
 import polars as pl
@@ -203,6 +206,42 @@ def test_parallel_workers_write_the_same_lake(landing, tmp_path):
     analytics = lambda wh: {p.name: frame_hash(pl.read_parquet(p)) for p in sorted((wh / "analytics").glob("*.parquet"))}  # noqa: E731
     assert analytics(one) == analytics(two) and len(analytics(one)) >= 9
 
+
+def test_a_finished_command_freezes_the_heap_so_the_process_exits_at_once():
+    """Every ``faultline`` command ends by freezing the GC's objects (``cli._done``): the exit
+    then skips a last collection over Dagster's heap. A failing command does not get there."""
+    code = ("import gc, sys\n"
+            "from faultline.cli import main\n"
+            "before = gc.get_freeze_count()\n"
+            "main(sys.argv[1:], standalone_mode=False)\n"
+            "print(before, gc.get_freeze_count())\n")
+    out = subprocess.run([sys.executable, "-c", code, "sql", "--list"], capture_output=True, text=True, check=True)
+    before, after = map(int, out.stdout.split()[-2:])
+    assert before == 0 and after > 10_000
+    bad = subprocess.run([sys.executable, "-c", code, "sql", "--query", "no_such_query"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no_such_query" in bad.stderr
+
+
+def test_a_pool_worker_starts_with_dagster_built_and_frozen_and_the_gc_on(landing, tmp_path):
+    """``_start_worker`` (the pool's initializer) builds the job and instance once and freezes
+    them out of the cyclic GC, leaving the GC on; a failure there is left to the first run to
+    report. Checked in a fresh process: freezing is for worker processes, not this one."""
+    code = (
+        "import gc, json, sys\n"
+        "from faultline import runner\n"
+        "runner._start_worker(sys.argv[1], sys.argv[2], None, (('2026-11-24',), ('northwind:c1',)))\n"
+        "ok = {'gc': gc.isenabled(), 'frozen': gc.get_freeze_count(), 'jobs': len(runner._job_cache),\n"
+        "      'instances': len(runner._instance_cache)}\n"
+        "def broken(*a):\n    raise OSError('no such warehouse')\n"
+        "runner._lake_job, runner._job_cache = broken, {}\n"
+        "runner._start_worker(sys.argv[1], sys.argv[2], None, (('2026-11-25',), ('northwind:c1',)))\n"
+        "ok['gc_after_failure'] = gc.isenabled()\n"
+        "print(json.dumps(ok))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(landing), str(tmp_path / "wh")],
+                         capture_output=True, text=True, check=True).stdout
+    got = json.loads(out)
+    assert got["gc"] and got["gc_after_failure"] and got["jobs"] == 1 and got["instances"] == 1
+    assert got["frozen"] > 100_000          # Dagster's objects, not a handful
 
 def test_audit_checksum_is_the_stored_files_sha256(tmp_path):
     """Plain files reuse the hash taken while reading (no second pass); it must still be the
