@@ -81,11 +81,6 @@ def forget() -> None:
         _recent_bytes = 0
 
 
-def write(warehouse: str, table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> Path | ObjectPath:
-    """``lake.write_partition``, remembering the frame as ``read_partition`` would return it."""
-    return write_many(warehouse, {table: df}, provider, cluster, date)[table]
-
-
 def write_many(warehouse: str, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
                date: str) -> dict[str, Path | ObjectPath]:
     """``lake.write_partitions`` (all of a partition's tables or none), remembering each frame."""

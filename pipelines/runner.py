@@ -1,10 +1,11 @@
 """Run the ingest assets in-process (what ``faultline run`` does).
 
-The same asset and check definitions as the Dagster code location run through
-``dg.materialize`` with the resources pointed at the given folders, so the command line
-and the orchestrator cannot drift apart. Partitions are independent: with ``workers > 1``
-they run in parallel worker processes (each its own ``dg.materialize``); the DuckDB view
-file is rebuilt once, by this process, at the end (one writer).
+The same asset and check definitions as the Dagster code location, as one job with the
+resources pointed at the given folders (resolved once per process, ``_lake_job``), so the
+command line and the orchestrator cannot drift apart. Partitions are independent: the batch
+is cut into range runs (``run_plan``), and with ``workers > 1`` they run in parallel worker
+processes, each with its own ephemeral instance; the DuckDB view file is rebuilt once, by
+this process, at the end (one writer).
 """
 from __future__ import annotations
 

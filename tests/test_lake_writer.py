@@ -39,14 +39,14 @@ def test_a_remembered_frame_is_exactly_what_the_file_reads_back(tables, warehous
         assert hit is not None, table
         assert_frame_equal(hit, lake.read_partition(wh, table, *PART))
     ev = core_events(lake_writer.read(wh, "raw_kernel_events", *PART), lake_writer.read(wh, "raw_job_events", *PART))
-    lake_writer.write(wh, "events", ev, *PART)
+    lake_writer.write_many(wh, {"events": ev}, *PART)
     assert ev.height == 8
     assert_frame_equal(lake_writer.read(wh, "events", *PART), lake.read_partition(wh, "events", *PART))
 
 
 def test_a_file_replaced_by_another_writer_is_read_from_disk(tables, warehouse):
     wh = str(warehouse)
-    lake_writer.write(wh, "steps", tables.steps, *PART)
+    lake_writer.write_many(wh, {"steps": tables.steps}, *PART)
     assert lake_writer.read(wh, "steps", *PART).height == tables.steps.height == 2
     lake.write_partition(wh, "steps", tables.steps.head(1), *PART)     # as another process would
     assert lake_writer.read(wh, "steps", *PART).height == 1
@@ -98,7 +98,8 @@ def test_memory_is_bounded_oldest_frames_dropped_first(tables, warehouse, monkey
     monkeypatch.setattr(lake_writer, "RECENT_BYTES", 2 * size + size // 2)
     days = ["2026-11-24", "2026-11-25", "2026-11-26"]
     for day in days:
-        lake_writer.write(wh, "ingest_audit", tables.audit.with_columns(date=pl.lit(None, pl.Date)), *PART[:2], day)
+        audit = tables.audit.with_columns(date=pl.lit(None, pl.Date))
+        lake_writer.write_many(wh, {"ingest_audit": audit}, *PART[:2], day)
     kept = [lake_writer.recent(lake.partition_dir(wh, "ingest_audit", *PART[:2], d) / lake.DATA_FILE) is not None
             for d in days]
     assert kept == [False, True, True]
