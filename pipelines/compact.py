@@ -20,8 +20,9 @@ run.
 
 ``warehouse.build`` uses a compacted file only while every day file its manifest names
 is still that same file on disk (``usable``), and then only for those days: the view reads
-them from the compacted file and every other day file through the lake's glob (see
-``warehouse.table_view_sql``), so no day is read twice or missed. A re-run of an old day
+them from the compacted file and every other day file through a glob (over the build's
+snapshot of the lake, ``snapshot``; see ``warehouse.table_view_sql``), so no day is read
+twice or missed. A re-run of an old day
 makes the manifest stale: the next build reads that month from its day files until
 ``compact`` has rebuilt it. A late day in a closed month is read from its day file (the
 rest of the month stays compacted) until ``compact`` folds it in.
@@ -104,6 +105,7 @@ class Usable:
     columns: list[str] = field(default_factory=list)    # the view's, in order
     files: list[Path] = field(default_factory=list)
     days: dict[tuple[str, str], list[dt.date]] = field(default_factory=dict)   # (provider, cluster) -> days
+    rels: set[str] = field(default_factory=set)     # those days' files, relative to the table's folder
 
 
 def compact_root(warehouse: str | os.PathLike) -> Path:
@@ -286,7 +288,8 @@ def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> Co
     return report
 
 
-def _compacted_months(warehouse: str | os.PathLike, table: str) -> list[tuple[MonthKey, Path]]:
+def compacted_months(warehouse: str | os.PathLike, table: str) -> list[tuple[MonthKey, Path]]:
+    """``((provider, cluster, month), path)`` of the table's compacted files, sorted."""
     root = compact_root(warehouse) / table
     out = []
     for path in sorted(root.glob(f"provider=*/cluster=*/month=*/{DATA_FILE}")):
@@ -297,24 +300,30 @@ def _compacted_months(warehouse: str | os.PathLike, table: str) -> list[tuple[Mo
     return out
 
 
-def usable(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, day_select: str) -> Usable:
+def usable(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, day_select: str,
+           months: list[tuple[MonthKey, Path]] | None = None) -> Usable:
     """The compacted files of ``table`` a view may read now, and the days each stands in
     for: those its manifest names, when each of them is on disk with the same size, mtime
     and inode (a day file of that month it does not name is read from the lake), and the
     file has the same columns and types as the view's query over the day files
-    (``day_select``)."""
+    (``day_select``). ``months``: the compacted files to consider (``compacted_months``;
+    a snapshot passes its links to them), by default those in the warehouse."""
     out = Usable()
-    if storage.is_url(warehouse) or not (compact_root(warehouse) / table).is_dir():
+    if months is None:
+        if storage.is_url(warehouse) or not (compact_root(warehouse) / table).is_dir():
+            return out
+        months = compacted_months(warehouse, table)
+    if not months:
         return out
     days, odd = scan_days(warehouse, table)
     if odd:
         return out
-    months = by_month(days)
+    by_key = by_month(days)
     described = con.execute(f"DESCRIBE {day_select}").fetchall()
     out.columns = [r[0] for r in described]
     want = sorted((r[0], r[1]) for r in described)
-    for key, path in _compacted_months(warehouse, table):
-        named = still_current(read_manifest(path), table, key, months.get(key, []))
+    for key, path in months:
+        named = still_current(read_manifest(path), table, key, by_key.get(key, []))
         if named is None:
             continue
         try:
@@ -326,4 +335,5 @@ def usable(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: 
             continue
         out.files.append(path)
         out.days.setdefault(key[:2], []).extend(d.date for d in named)
+        out.rels.update(d.rel for d in named)
     return out

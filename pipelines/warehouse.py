@@ -5,24 +5,31 @@ out. So the file is never opened read-write in place: a new one is built under a
 name in the same folder, checkpointed, closed and ``os.replace``d onto ``faultline.duckdb``.
 Readers (``duckdb -readonly``, ``connect_readonly``) keep the file they opened and the next
 connection gets the new one; nobody waits and nobody sees a half-built file. The views hold
-no data, only ``read_parquet`` over the lake's ``data.parquet`` files.
+no data, only ``read_parquet`` over Parquet files.
+
+A local warehouse's views read a snapshot (``snapshot``): hard links, made at build time,
+to every file they read, under ``snapshots/<id>/``. DuckDB reads a file's footer when it
+binds a query and the file's pages when it runs it, opening it by name each time; a file
+renamed over in between (a re-run's day file, the nightly analytics) would be read with
+the wrong footer. Links are never renamed over, so a connection reads the lake as it was
+at its view file's build, every table from the same moment; the next connection, after the
+next build, sees what changed.
 
 A local warehouse may also hold compacted months (``compact.compact``: one file per table,
 cluster and closed month, a derived cache of the day files). A table's view reads the days
 a compacted file stands in for from that file, provided every day file it was built from
-was still the same file (size, mtime, inode) when the view file was built; all other days
-it reads from the day files, found by the glob at query time as before (a new day shows at
-once). A day re-written after the build, in a month the view reads compacted, shows its
-new rows once ``compact`` has rebuilt that month (views built before read whichever
-compacted file is in place, for the days they were built with) or the next build has
-fallen back to the day files: one version of each day, never two, never none.
+was still the same file (size, mtime, inode) when the view file was built, and every other
+day from its day file: one version of each day, never two, never none. The snapshot links
+the compacted files first and judges them by their links, then only the day files they do
+not stand in for.
 
 A URL warehouse (``s3://bucket/wh``) keeps its lake and analytics in the bucket, but the
 view file is always local (DuckDB cannot write a database to object storage):
 ``$FAULTLINE_DUCKDB``, else a per-URL file under ``~/.cache/faultline/`` (``storage.duckdb_file``).
 Its views read ``s3://...`` globs: connections made here register the fsspec filesystem
 (``con.register_filesystem``), so they need no httpfs extension; the DuckDB CLI needs
-``LOAD httpfs`` and an S3 secret instead (see the README).
+``LOAD httpfs`` and an S3 secret instead (see the README). Object stores have no hard
+links, so a URL warehouse's views read the objects themselves (no snapshot).
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import storage
+from . import snapshot, storage
 from .lake import DATA_FILE, analytics_present, analytics_root, lake_root, sweep_temp_files, tables_present, temp_name
 from .tables import PARTITION
 
@@ -57,6 +64,9 @@ class BuildReport:
     sql_views: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)   # sql view file -> error
     skipped: dict[str, str] = field(default_factory=dict)  # sql view file -> the table it lacks
+    snapshot: Path | None = None        # the folder of links the views read (local warehouses)
+    snapshot_error: str | None = None   # why the views read the live files instead
+    collected: list[str] = field(default_factory=list)     # snapshots removed after the swap
 
 
 def db_path(warehouse: str | os.PathLike) -> Path:
@@ -93,7 +103,7 @@ def day_scan_sql(files: str, uniform: bool) -> str:
 
 
 def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = False,
-                   compacted: Usable | None = None) -> str:
+                   compacted: Usable | None = None, days: bool = True) -> str:
     """The view over one lake table. ``uniform``: every file has the same columns and types
     (the usual case: the schema is enforced on write), so DuckDB may take the schema from one
     file; otherwise it reads every file's schema at every query (``union_by_name``: files
@@ -101,17 +111,20 @@ def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = Fal
 
     ``compacted`` (``compact.usable``, only with ``uniform``): the days its manifests name are read from the compacted month files, and every
     other day file through the glob, so no day is read twice or missed; DuckDB prunes the
-    glob's files by their hive path before opening any."""
+    glob's files by their hive path before opening any. ``days=False`` (a snapshot whose
+    days are all compacted): the compacted files only, no glob (it would match nothing)."""
     if not (uniform and compacted and compacted.files):
         return f"CREATE OR REPLACE VIEW {table} AS {_day_select(warehouse, table, uniform)}"
+    cover = _days_sql(compacted.days)
+    files = "[" + ", ".join(quote_sql(p.as_posix()) for p in compacted.files) + "]"
+    packed = (f"SELECT {', '.join(_ident(c) for c in compacted.columns)} "
+              f"FROM read_parquet({files}, hive_partitioning = false)\nWHERE {cover}")
+    if not days:
+        return f"CREATE OR REPLACE VIEW {table} AS {packed}"
     # the layout is regular (``compact.usable`` checked): the glob of the regular layout
     # finds the same files, and DuckDB expands it faster than ``**``
     base = _day_select(warehouse, table, uniform, DAY_GLOB)
-    cover = _days_sql(compacted.days)
-    files = "[" + ", ".join(quote_sql(p.as_posix()) for p in compacted.files) + "]"
-    return (f"CREATE OR REPLACE VIEW {table} AS {base}\nWHERE NOT ({cover})\n"
-            f"UNION ALL SELECT {', '.join(_ident(c) for c in compacted.columns)} "
-            f"FROM read_parquet({files}, hive_partitioning = false)\nWHERE {cover}")
+    return f"CREATE OR REPLACE VIEW {table} AS {base}\nWHERE NOT ({cover})\nUNION ALL {packed}"
 
 
 def _day_select(warehouse: str | os.PathLike, table: str, uniform: bool, pattern: str = f"**/{DATA_FILE}") -> str:
@@ -183,13 +196,33 @@ def _view_statement(name: str, text: str) -> str:
 STORAGE_COMPATIBILITY = "v1.0.0"
 
 
-def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str) -> str:
-    """``table_view_sql`` with the compacted months that match the lake now (local warehouses)."""
-    from .compact import usable
+def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str,
+                snap: snapshot.Snapshot | None = None) -> str:
+    """``table_view_sql`` with the compacted months that match the lake now (local warehouses).
+
+    With ``snap``, the compacted files are linked into it first and judged by their links
+    (a month recompacted meanwhile is judged by the file the view will read), then every
+    day file they do not stand in for; the view reads the links only."""
+    from .compact import compacted_months, usable
 
     uniform = uniform_schema(con, warehouse, table)
-    compacted = usable(con, warehouse, table, _day_select(warehouse, table, uniform)) if uniform else None
-    return table_view_sql(warehouse, table, uniform, compacted)
+    day_select = _day_select(warehouse, table, uniform)
+    if snap is None:
+        compacted = usable(con, warehouse, table, day_select) if uniform else None
+        return table_view_sql(warehouse, table, uniform, compacted)
+    compacted = None
+    if uniform and not storage.is_url(warehouse):
+        months = [(key, snap.link(path)) for key, path in compacted_months(warehouse, table)]
+        compacted = usable(con, warehouse, table, day_select, [(k, p) for k, p in months if p is not None])
+        for key, link in months:
+            if link is not None and link not in compacted.files:
+                link.unlink()          # stale: this view does not read it
+    days = snap.link_days(Path(lake_root(warehouse)) / table, compacted.rels if compacted else set())
+    if days:
+        return table_view_sql(snap.root, table, uniform, compacted)
+    if compacted and compacted.files:  # every day is in a compacted month
+        return table_view_sql(snap.root, table, uniform, compacted, days=False)
+    return table_view_sql(warehouse, table, uniform, compacted)   # the day files vanished meanwhile
 
 
 def build(warehouse: str | os.PathLike) -> BuildReport:
@@ -199,19 +232,25 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
     sweep_temp_files(final.parent)
     tmp = temp_name(final)
     report = BuildReport(final)
+    snap = None
+    swapped = False
     try:
         # views only: written in the oldest storage format, so DuckDB CLIs and drivers older
         # than this library (the PyPI duckdb-cli, a notebook's duckdb) can open it read-only
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
         try:
             prepare(con, warehouse)
-            for table in tables_present(warehouse):
-                con.execute(_table_view(con, warehouse, table))
-                report.views.append(table)
-            for name in analytics_present(warehouse):
-                path = (analytics_root(warehouse) / f"{name}.parquet").as_posix()
-                con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote_sql(path)})")
-                report.views.append(name)
+            if not storage.is_url(warehouse):
+                snap = snapshot.Snapshot(warehouse)
+                try:
+                    report.views = _lake_views(con, warehouse, snap)
+                except snapshot.Unsupported as exc:
+                    report.snapshot_error = str(exc)
+                    snap.discard()
+                    snap = None
+            if snap is None:
+                report.views = _lake_views(con, warehouse, None)
+            report.snapshot = snap.root if snap else None
             # a view over tables that do not exist yet (analytics before the first analytics
             # run, or a view over another such view) is skipped, not an error
             pending = list(sql_view_files())
@@ -235,10 +274,33 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
+        swapped = True
     finally:
         for leftover in (tmp, Path(f"{tmp}.wal")):
             leftover.unlink(missing_ok=True)
+        if snap is not None and not swapped:
+            snap.discard()           # no view file names it
+    if not storage.is_url(warehouse):
+        report.collected = snapshot.collect(warehouse)
     return report
+
+
+def _lake_views(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,
+                snap: snapshot.Snapshot | None) -> list[str]:
+    """Create the views over the lake tables and the analytics tables; their names."""
+    views = []
+    for table in tables_present(warehouse):
+        con.execute(_table_view(con, warehouse, table, snap))
+        views.append(table)
+    for name in analytics_present(warehouse):
+        path = analytics_root(warehouse) / f"{name}.parquet"
+        if snap is not None:
+            path = snap.link(path)
+            if path is None:       # removed since it was listed
+                continue
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote_sql(path.as_posix())})")
+        views.append(name)
+    return views
 
 
 def connect_readonly(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:

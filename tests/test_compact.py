@@ -21,7 +21,7 @@ import pytest
 from conftest import frame_hash
 
 from faultline import compact as C
-from faultline import lake, queries as Q, storage, warehouse as W
+from faultline import lake, queries as Q, snapshot as S, storage, warehouse as W
 from faultline.runner import run_pipeline
 from faultline.simulate import simulate
 from faultline.tables import TABLES
@@ -46,7 +46,7 @@ def site(built, tmp_path) -> tuple[Path, Path]:
     """``(landing, warehouse)``: fresh copies, no compacted file, views built over the copy."""
     landing, wh = tmp_path / "landing", tmp_path / "wh"
     shutil.copytree(built / "landing", landing)
-    shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR, W.DB_FILE))
+    shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR, W.DB_FILE, S.SNAPSHOT_DIR))
     W.build(wh)
     return landing, wh
 
@@ -206,18 +206,22 @@ def test_rerun_of_a_day_in_a_compacted_month_shows_its_new_rows_once(site):
     con.close()
     W.build(wh)                           # stale month: read from its day files
     assert _views(wh) == _truth(wh)
-    # recompacted: the compacted file is used again, and the reader of before sees it too
+    # recompacted: the compacted file is used again
     assert not C.compact(wh).failed
     W.build(wh)
     assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")
-    for c in (old, W.connect_readonly(wh)):
-        assert _count(c, sql) == 1 and _count(c, dupes) == 0
+    new = W.connect_readonly(wh)
+    assert _count(new, sql) == 1 and _count(new, dupes) == 0
+    # the reader of before still reads the lake as it was when it connected: once, no marker
+    assert _count(old, sql) == 0 and _count(old, dupes) == 0
     old.close()
+    new.close()
     assert _views(wh) == _truth(wh)
 
 
-def test_a_reader_never_sees_a_day_twice_or_not_at_all(site):
-    """A reader keeps its view file while days change and months are recompacted under it."""
+def test_a_reader_keeps_its_snapshot_while_days_change_under_it(site):
+    """A reader keeps the lake of its view file while days are re-run, late days arrive and
+    months are recompacted; the next build shows each new day once."""
     _landing, wh = site
     C.compact(wh)
     W.build(wh)
@@ -228,16 +232,19 @@ def test_a_reader_never_sees_a_day_twice_or_not_at_all(site):
                                 "GROUP BY ALL").fetchall())
 
     before = per_day(old)
+    assert "2026-01-15" not in before
     # a re-run adds rows to a compacted day; a late day arrives in the compacted month
     n29 = _rewrite_day(wh, "events", "northwind", "a1", "2026-01-29", extra_from="2026-01-30")
     n15 = _rewrite_day(wh, "events", "northwind", "a1", "2026-01-15", extra_from="2026-01-28")
-    now = per_day(old)
-    assert now["2026-01-15"] == n15                         # a new day shows at once, once
-    assert now["2026-01-29"] == before["2026-01-29"]        # the old version until recompacted
+    assert per_day(old) == before
+    W.build(wh)                                             # the month is stale: day files
+    assert per_day(W.connect_readonly(wh)) == {**before, "2026-01-15": n15, "2026-01-29": n29}
     assert C.compact(wh, ["events"]).written == ["events/provider=northwind/cluster=a1/month=2026-01"]
-    assert per_day(old) == {**before, "2026-01-15": n15, "2026-01-29": n29}
-    W.build(wh)
-    assert per_day(W.connect_readonly(wh)) == per_day(old)
+    assert per_day(old) == before
+    W.build(wh)                                             # recompacted
+    assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")
+    assert per_day(W.connect_readonly(wh)) == {**before, "2026-01-15": n15, "2026-01-29": n29}
+    assert per_day(old) == before
     assert _views(wh) == _truth(wh)
 
 

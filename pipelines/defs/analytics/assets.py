@@ -5,7 +5,7 @@ import dagster as dg
 from ...analytics.build import build_analytics
 from ...storage import join
 from ..resources import LakeResource
-from ..warehouse.assets import POOL
+from ..warehouse.assets import POOL, warn_no_snapshot
 
 
 @dg.asset(kinds={"polars", "parquet"}, group_name="out", pool=POOL,
@@ -17,6 +17,7 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     The nightly_analytics schedule runs it after the night's partitions."""
     counts = build_analytics(lake.warehouse)
     report = lake.build_warehouse()
+    warn_no_snapshot(context, report)
     context.log.info(f"analytics: {counts}")
     return dg.MaterializeResult(metadata={
         **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},

@@ -8,6 +8,13 @@ from ..resources import LakeResource
 POOL = "duckdb_writer"
 
 
+def warn_no_snapshot(context: dg.AssetExecutionContext, report) -> None:
+    """Say so when the views read the live lake files (``warehouse.BuildReport.snapshot_error``)."""
+    if report.snapshot_error:
+        context.log.warning("the views read the live lake files, so a query running while a file is "
+                            f"rewritten may fail: {report.snapshot_error}")
+
+
 @dg.asset(partitions_def=landing_partitions, kinds={"duckdb"}, group_name="out", pool=POOL, backfill_policy=BATCH,
           deps=["core_events", "core_jobs", "core_inventory", "raw_slurm_accounting",
                 "raw_flight_recorder", "ingest_audit", "quarantine"])
@@ -18,10 +25,13 @@ def out_warehouse(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     for month, err in packed.failed.items():
         context.log.warning(f"compaction of {month} failed (its views read the day files): {err}")
     report = lake.build_warehouse()
+    warn_no_snapshot(context, report)
     for name, err in report.errors.items():
         context.log.error(f"sql/views/{name}.sql: {err}")
     result = dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(report.path)),
+        "snapshot": dg.MetadataValue.text(str(report.snapshot or report.snapshot_error or "")),
+        "snapshots_removed": dg.MetadataValue.int(len(report.collected)),
         "views": dg.MetadataValue.json(report.views + report.sql_views),
         "view_errors": dg.MetadataValue.json(report.errors),
         "views_waiting": dg.MetadataValue.json(report.skipped),

@@ -1,0 +1,136 @@
+"""Snapshots: the files one view database reads, under names that are never replaced.
+
+DuckDB opens a Parquet file twice in one query: once to bind it (schema and footer) and
+again to scan it, with the footer it read the first time. A file renamed over in between
+(a re-run's day file, the analytics tables every night, a recompacted month) is read with
+another file's footer: ``TProtocolException: Invalid data``, ``Could not read enough
+bytes``, or wrong rows. Atomic renames alone cannot prevent it, so a local view database
+never names a file that a writer replaces. ``warehouse.build`` hard-links every file its
+views read into a new folder::
+
+    <warehouse>/snapshots/<id>/lake/<table>/provider=<p>/cluster=<c>/date=<d>/data.parquet
+                              /lake_compact/<table>/provider=<p>/cluster=<c>/month=<m>/data.parquet
+                              /analytics/<name>.parquet
+
+and its views read only those links. A link is the same file as the one it was made from
+(no copy, no extra space while the original stays); a writer replacing the original gives
+the lake a new file and leaves the link as it was. So a reader sees the lake as it was
+when its view file was built, every table from the same moment, until it reconnects.
+
+``collect`` removes a snapshot once a newer one has been in place for ``grace_s`` seconds
+(default one hour, ``$FAULTLINE_SNAPSHOT_GRACE_S``), keeping the newest ``KEEP`` always:
+a connection kept open longer than that after a newer build then gets "file not found"
+and must reconnect. A build that cannot hard-link (a lake folder on another filesystem,
+a filesystem without hard links) gets ``Unsupported`` and its views read the live files.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from .lake import DATA_FILE, warehouse_root
+
+SNAPSHOT_DIR = "snapshots"
+GRACE_ENV = "FAULTLINE_SNAPSHOT_GRACE_S"
+DEFAULT_GRACE_S = 3600.0
+KEEP = 2
+_STAMP = "%Y%m%dT%H%M%S%fZ"
+_ID = re.compile(r"(\d{8}T\d{12}Z)-\d+-[0-9a-f]{6}")
+
+
+class Unsupported(OSError):
+    """The warehouse's filesystem cannot hard-link a file into the snapshot."""
+
+
+def grace_seconds() -> float:
+    """``$FAULTLINE_SNAPSHOT_GRACE_S`` (seconds), else ``DEFAULT_GRACE_S``."""
+    text = os.environ.get(GRACE_ENV, "").strip()
+    if not text:
+        return DEFAULT_GRACE_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{GRACE_ENV} must be a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"{GRACE_ENV} must not be negative, got {text!r}")
+    return value
+
+
+def snapshots_root(warehouse: str | os.PathLike) -> Path:
+    return Path(warehouse_root(warehouse)) / SNAPSHOT_DIR
+
+
+def _created(name: str) -> dt.datetime | None:
+    m = _ID.fullmatch(name)
+    if not m:
+        return None
+    return dt.datetime.strptime(m.group(1), _STAMP).replace(tzinfo=dt.timezone.utc)
+
+
+class Snapshot:
+    """A new snapshot folder of a local warehouse; ``link`` fills it."""
+
+    def __init__(self, warehouse: str | os.PathLike, now: dt.datetime | None = None):
+        self.warehouse = Path(warehouse_root(warehouse))
+        now = now or dt.datetime.now(dt.timezone.utc)
+        self.id = f"{now.strftime(_STAMP)}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.root = snapshots_root(warehouse) / self.id
+        self.root.mkdir(parents=True)
+        self.files = 0
+
+    def link(self, src: Path) -> Path | None:
+        """Hard-link ``src`` (a file under the warehouse) at the same relative path in the
+        snapshot; that path, or None when ``src`` is gone (removed since it was listed)."""
+        dst = self.root / Path(src).relative_to(self.warehouse)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            if Path(src).exists():
+                raise
+            return None
+        except OSError as exc:      # EXDEV, EPERM, EMLINK, ENOTSUP ...
+            raise Unsupported(exc.errno, f"cannot hard-link {src} into {self.root}: {exc.strerror}") from exc
+        self.files += 1
+        return dst
+
+    def link_days(self, table_root: Path, skip: set[str]) -> int:
+        """Link every ``data.parquet`` under a lake table's folder whose path relative to it
+        is not in ``skip`` (days read from a compacted month); how many were linked."""
+        n = 0
+        for folder, dirs, names in os.walk(table_root):
+            dirs.sort()
+            if DATA_FILE not in names:
+                continue
+            src = Path(folder) / DATA_FILE
+            if src.relative_to(table_root).as_posix() in skip:
+                continue
+            n += self.link(src) is not None
+        return n
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def collect(warehouse: str | os.PathLike, grace_s: float | None = None, keep: int = KEEP,
+            now: dt.datetime | None = None) -> list[str]:
+    """Remove every snapshot but the newest ``keep`` whose successor was created more than
+    ``grace_s`` seconds ago (no reader has opened a view file naming it since then);
+    returns the removed ids. Folders with other names are left alone."""
+    root = snapshots_root(warehouse)
+    if not root.is_dir():
+        return []
+    grace = dt.timedelta(seconds=grace_seconds() if grace_s is None else grace_s)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    snaps = sorted((created, p.name) for p in root.iterdir()
+                   if p.is_dir() and (created := _created(p.name)) is not None)
+    removed = []
+    for (_c, name), (successor, _n) in zip(snaps[:max(len(snaps) - keep, 0)], snaps[1:]):
+        if successor <= now - grace:
+            shutil.rmtree(root / name, ignore_errors=True)
+            removed.append(name)
+    return removed
