@@ -226,7 +226,8 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
 def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
-    Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them."""
+    Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them,
+    ``compaction``, and ``snapshot_error`` (why the views read the live files, or None)."""
     from . import compact, warehouse as view_file
 
     warehouse = str(storage.abspath(warehouse))
@@ -234,8 +235,8 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     extra = {"compaction": {"written": len(packed.written), "current": len(packed.current),
                             "failed": packed.failed, "seconds": round(packed.seconds, 3)}}
     if not analytics:
-        view_file.build(warehouse)
-        return extra
+        report = view_file.build(warehouse)
+        return {**extra, "snapshot_error": report.snapshot_error}
     import dagster as dg
 
     from .defs.analytics.assets import out_analytics, out_report
@@ -247,5 +248,7 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     res = dg.materialize([out_analytics, out_report], resources={"lake": lake_resource},
                          instance=instance or dg.DagsterInstance.ephemeral(), run_config=QUIET)
     mat = res.asset_materializations_for_node("out_analytics")
-    return {"analytics": {k[5:]: v.value for k, v in mat[0].metadata.items() if k.startswith("rows_")} if mat else {},
-            "analytics_seconds": round(time.perf_counter() - t1, 3), **extra}
+    meta = mat[0].metadata if mat else {}
+    return {"analytics": {k[5:]: v.value for k, v in meta.items() if k.startswith("rows_")},
+            "analytics_seconds": round(time.perf_counter() - t1, 3),
+            "snapshot_error": meta["snapshot_error"].value or None if "snapshot_error" in meta else None, **extra}

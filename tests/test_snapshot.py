@@ -174,3 +174,28 @@ def test_a_bad_grace_is_a_clear_error(monkeypatch, value):
     monkeypatch.setenv(S.GRACE_ENV, value)
     with pytest.raises(ValueError, match=S.GRACE_ENV):
         S.grace_seconds()
+
+
+def test_faultline_run_says_when_the_views_read_live_files(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from conftest import make_landing
+
+    from faultline.cli import main
+
+    def refuse(src, dst):
+        raise OSError(18, "Invalid cross-device link")
+    monkeypatch.setattr(S.os, "link", refuse)
+    landing, wh = make_landing(tmp_path / "landing"), tmp_path / "wh"
+    args = ["run", "--landing", str(landing), "--warehouse", str(wh)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "warning: the views read the live lake files" in res.output
+    assert "Invalid cross-device link" in res.output
+    con = W.connect_readonly(wh)
+    assert con.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    con.close()
+    assert run_pipeline(landing, wh, analytics=False)["snapshot_error"].endswith("Invalid cross-device link")
+    monkeypatch.undo()
+    res = CliRunner().invoke(main, args)                      # links work again: no warning
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert run_pipeline(landing, wh, analytics=False)["snapshot_error"] is None

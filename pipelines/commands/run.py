@@ -44,7 +44,12 @@ def _table(rows: list[dict], cols: list[str]) -> str:
               help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.")
 def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address):
     """Ingest every landing partition (or the selected ones) into the lake, then refresh
-    the DuckDB views. Re-running a partition replaces its tables."""
+    the DuckDB views. Re-running a partition replaces its tables.
+
+    \b
+    The views read a snapshot of the lake (hard links under WAREHOUSE/snapshots/), so a
+    connection sees the lake of its build until it reconnects. A snapshot is removed an
+    hour after a newer build replaced it (env FAULTLINE_SNAPSHOT_GRACE_S, seconds)."""
     from ..landing import LandingError
     from ..runner import run_pipeline, select_partitions
     from ..storage import isdir, is_url
@@ -116,5 +121,8 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
                    f"({packed['seconds']:.1f}s)", err=True)
         for month, why in packed["failed"].items():
             click.echo(f"compaction failed for {month}: {why} (its views read the day files)", err=True)
+    if summary.get("snapshot_error"):
+        click.echo("warning: the views read the live lake files, so a query running while a file is rewritten "
+                   f"may fail: {summary['snapshot_error']}", err=True)
     click.echo(f"{summary['partitions']} partitions in {summary['seconds']:.1f}s -> "
                f"{db_path(warehouse) if is_url(warehouse) else warehouse / 'faultline.duckdb'}", err=True)

@@ -22,6 +22,8 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     return dg.MaterializeResult(metadata={
         **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
         "views": dg.MetadataValue.json(report.views),
+        "snapshot": dg.MetadataValue.text(str(report.snapshot or "")),
+        "snapshot_error": dg.MetadataValue.text(report.snapshot_error or ""),
     })
 
 
