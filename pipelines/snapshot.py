@@ -22,6 +22,10 @@ when its view file was built, every table from the same moment, until it reconne
 a connection kept open longer than that after a newer build then gets "file not found"
 and must reconnect. A build that cannot hard-link (a lake folder on another filesystem,
 a filesystem without hard links) gets ``Unsupported`` and its views read the live files.
+
+Object stores have no hard links. A URL warehouse's snapshot (``ObjectSnapshot``) holds
+server-side copies of the analytics tables only, the objects every night replaces (a few
+small files); its views read the day files in place, which only a re-run replaces.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import shutil
 import uuid
 from pathlib import Path
 
+from . import storage
 from .lake import DATA_FILE, warehouse_root
 
 SNAPSHOT_DIR = "snapshots"
@@ -60,8 +65,13 @@ def grace_seconds() -> float:
     return value
 
 
-def snapshots_root(warehouse: str | os.PathLike) -> Path:
-    return Path(warehouse_root(warehouse)) / SNAPSHOT_DIR
+def snapshots_root(warehouse: str | os.PathLike) -> Path | storage.ObjectPath:
+    return warehouse_root(warehouse) / SNAPSHOT_DIR
+
+
+def _new_id(now: dt.datetime | None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return f"{now.strftime(_STAMP)}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 def _created(name: str) -> dt.datetime | None:
@@ -76,8 +86,7 @@ class Snapshot:
 
     def __init__(self, warehouse: str | os.PathLike, now: dt.datetime | None = None):
         self.warehouse = Path(warehouse_root(warehouse))
-        now = now or dt.datetime.now(dt.timezone.utc)
-        self.id = f"{now.strftime(_STAMP)}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.id = _new_id(now)
         self.root = snapshots_root(warehouse) / self.id
         self.root.mkdir(parents=True)
         self.files = 0
@@ -116,21 +125,60 @@ class Snapshot:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+class ObjectSnapshot:
+    """A new snapshot of a URL warehouse: ``link`` copies an object inside the store."""
+
+    def __init__(self, warehouse: str, now: dt.datetime | None = None):
+        self.warehouse = warehouse_root(warehouse)
+        self.id = _new_id(now)
+        self.root = snapshots_root(warehouse) / self.id
+        self.files = 0
+
+    def link(self, src: storage.ObjectPath) -> storage.ObjectPath | None:
+        """Copy ``src`` to the same key below the snapshot (a server-side copy on S3);
+        that object, or None when ``src`` is gone."""
+        dst = self.root.joinpath(*src.relative_to(self.warehouse).parts)
+        try:
+            src.fs.copy(src.path, dst.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:      # denied, unsupported
+            raise Unsupported(getattr(exc, "errno", None) or 0, f"cannot copy {src} into {self.root}: {exc}") from exc
+        self.files += 1
+        return dst
+
+    def discard(self) -> None:
+        _remove(self.root)
+
+
+def _remove(path: Path | storage.ObjectPath) -> None:
+    if isinstance(path, storage.ObjectPath):
+        try:
+            path.fs.rm(path.path, recursive=True)
+        except FileNotFoundError:
+            pass
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _children(root: Path | storage.ObjectPath) -> list[str]:
+    if isinstance(root, storage.ObjectPath):
+        return [p.name for p in storage.list_dir(root) if (p.info or {}).get("type") == "directory"]
+    return [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+
+
 def collect(warehouse: str | os.PathLike, grace_s: float | None = None, keep: int = KEEP,
             now: dt.datetime | None = None) -> list[str]:
     """Remove every snapshot but the newest ``keep`` whose successor was created more than
     ``grace_s`` seconds ago (no reader has opened a view file naming it since then);
     returns the removed ids. Folders with other names are left alone."""
     root = snapshots_root(warehouse)
-    if not root.is_dir():
-        return []
     grace = dt.timedelta(seconds=grace_seconds() if grace_s is None else grace_s)
     now = now or dt.datetime.now(dt.timezone.utc)
-    snaps = sorted((created, p.name) for p in root.iterdir()
-                   if p.is_dir() and (created := _created(p.name)) is not None)
+    snaps = sorted((created, name) for name in _children(root) if (created := _created(name)) is not None)
     removed = []
     for (_c, name), (successor, _n) in zip(snaps[:max(len(snaps) - keep, 0)], snaps[1:]):
         if successor <= now - grace:
-            shutil.rmtree(root / name, ignore_errors=True)
+            _remove(root / name)
             removed.append(name)
     return removed

@@ -29,7 +29,8 @@ view file is always local (DuckDB cannot write a database to object storage):
 Its views read ``s3://...`` globs: connections made here register the fsspec filesystem
 (``con.register_filesystem``), so they need no httpfs extension; the DuckDB CLI needs
 ``LOAD httpfs`` and an S3 secret instead (see the README). Object stores have no hard
-links, so a URL warehouse's views read the objects themselves (no snapshot).
+links: a URL warehouse's snapshot holds copies of the analytics tables (``snapshot.
+ObjectSnapshot``, a server-side copy each), and its views read the day files in place.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from . import snapshot, storage
+from .storage import ObjectPath
 from .lake import DATA_FILE, analytics_present, analytics_root, lake_root, sweep_temp_files, tables_present, temp_name
 from .tables import PARTITION
 
@@ -64,7 +66,7 @@ class BuildReport:
     sql_views: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)   # sql view file -> error
     skipped: dict[str, str] = field(default_factory=dict)  # sql view file -> the table it lacks
-    snapshot: Path | None = None        # the folder of links the views read (local warehouses)
+    snapshot: Path | ObjectPath | None = None   # the folder of links (copies on a store) the views read
     snapshot_error: str | None = None   # why the views read the live files instead
     collected: list[str] = field(default_factory=list)     # snapshots removed after the swap
 
@@ -240,14 +242,13 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
         try:
             prepare(con, warehouse)
-            if not storage.is_url(warehouse):
-                snap = snapshot.Snapshot(warehouse)
-                try:
-                    report.views = _lake_views(con, warehouse, snap)
-                except snapshot.Unsupported as exc:
-                    report.snapshot_error = str(exc)
-                    snap.discard()
-                    snap = None
+            snap = snapshot.ObjectSnapshot(warehouse) if storage.is_url(warehouse) else snapshot.Snapshot(warehouse)
+            try:
+                report.views = _lake_views(con, warehouse, snap)
+            except snapshot.Unsupported as exc:
+                report.snapshot_error = str(exc)
+                snap.discard()
+                snap = None
             if snap is None:
                 report.views = _lake_views(con, warehouse, None)
             report.snapshot = snap.root if snap else None
@@ -280,17 +281,17 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
             leftover.unlink(missing_ok=True)
         if snap is not None and not swapped:
             snap.discard()           # no view file names it
-    if not storage.is_url(warehouse):
-        report.collected = snapshot.collect(warehouse)
+    report.collected = snapshot.collect(warehouse)
     return report
 
 
 def _lake_views(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,
-                snap: snapshot.Snapshot | None) -> list[str]:
-    """Create the views over the lake tables and the analytics tables; their names."""
+                snap: snapshot.Snapshot | snapshot.ObjectSnapshot | None) -> list[str]:
+    """Create the views over the lake tables and the analytics tables; their names.
+    An ``ObjectSnapshot`` holds the analytics tables only (the day files are read in place)."""
     views = []
     for table in tables_present(warehouse):
-        con.execute(_table_view(con, warehouse, table, snap))
+        con.execute(_table_view(con, warehouse, table, snap if isinstance(snap, snapshot.Snapshot) else None))
         views.append(table)
     for name in analytics_present(warehouse):
         path = analytics_root(warehouse) / f"{name}.parquet"

@@ -19,6 +19,7 @@ from faultline.runner import run_pipeline
 RACE = ("SELECT (SELECT count(*) FROM ingest_audit WHERE rewrite(lines_read)) AS audit, "
         "(SELECT count(*) || ':' || count(DISTINCT node) FROM incidents) AS incidents, "
         "(SELECT count(*) || ':' || sum(length(raw)) FROM events) AS events")
+RACE_ANALYTICS = RACE.rsplit(", (SELECT count(*) || ':' || sum", 1)[0]     # without the day files
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +200,74 @@ def test_faultline_run_says_when_the_views_read_live_files(tmp_path, monkeypatch
     res = CliRunner().invoke(main, args)                      # links work again: no warning
     assert res.exit_code == 0 and "warning" not in res.output, res.output
     assert run_pipeline(landing, wh, analytics=False)["snapshot_error"] is None
+
+
+# -- a URL warehouse: copies of the analytics objects ----------------------------------------------
+
+@pytest.fixture
+def mem_wh(built, tmp_path, monkeypatch):
+    """The built warehouse's lake and analytics uploaded under a fresh ``memory://`` prefix."""
+    import uuid
+
+    import fsspec
+
+    from faultline import storage
+
+    fs = fsspec.filesystem("memory")
+    prefix = f"/snap-{uuid.uuid4().hex[:10]}"
+    for sub in ("lake", "analytics"):
+        for p in sorted((built / sub).rglob("*.parquet")):
+            fs.pipe_file(f"{prefix}/{p.relative_to(built).as_posix()}", p.read_bytes())
+    monkeypatch.setenv(storage.DUCKDB_ENV, str(tmp_path / "mem.duckdb"))
+    yield f"memory://{prefix}"
+    fs.rm(prefix, recursive=True)
+
+
+def _mem_race(con, url):
+    done: list[int] = []
+
+    def rewrite(_x: int) -> bool:
+        if not done:
+            done.append(1)
+            inc = pl.read_parquet(lake.analytics_root(url).joinpath("incidents.parquet").read_bytes())
+            lake.write_analytics(url, "incidents", pl.concat([inc] * 40))
+        return True
+    con.execute("SET threads = 1")
+    con.create_function("rewrite", rewrite, ["BIGINT"], "BOOLEAN", side_effects=True)
+    try:
+        return con.execute(RACE_ANALYTICS).fetchone()
+    except duckdb.Error as exc:
+        return str(exc)
+
+
+def test_a_url_warehouse_reads_copies_of_the_analytics(mem_wh, monkeypatch):
+    from faultline import storage
+
+    report = W.build(mem_wh)
+    assert isinstance(report.snapshot, storage.ObjectPath)
+    keys = sorted(p.relative_to(report.snapshot).as_posix() for p in storage.list_files(report.snapshot))
+    assert keys == [f"analytics/{n}.parquet" for n in lake.analytics_present(mem_wh)]   # no day file
+    con = W.connect_readonly(mem_wh)
+    before = con.execute(RACE_ANALYTICS.replace(" WHERE rewrite(lines_read)", "")).fetchone()
+    assert _mem_race(con, mem_wh) == before
+    con.close()
+    # without the copies (the store refuses them) the same race reads a torn object
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "copy denied")
+    monkeypatch.setattr(type(storage.to_path(mem_wh).fs), "copy", refuse)
+    report = W.build(mem_wh)
+    assert report.snapshot is None and "copy denied" in report.snapshot_error
+    con = W.connect_readonly(mem_wh)
+    assert _mem_race(con, mem_wh) != before
+    con.close()
+
+
+def test_a_url_warehouse_collects_old_snapshots(mem_wh, monkeypatch):
+    from faultline import storage
+
+    monkeypatch.setenv(S.GRACE_ENV, "0")
+    first = W.build(mem_wh).snapshot
+    W.build(mem_wh)
+    third = W.build(mem_wh)
+    assert third.collected == [first.name] and not storage.list_files(first)
+    assert len([p for p in storage.list_dir(S.snapshots_root(mem_wh))]) == S.KEEP
