@@ -48,6 +48,7 @@ import polars as pl
 
 from . import storage
 from .lake import DATA_FILE, atomic_produce, lake_root, tables_present, warehouse_root
+from .tables import TABLES
 from .warehouse import day_scan_sql, files_uniform, quote_sql
 
 COMPACT_DIR = "lake_compact"
@@ -96,6 +97,7 @@ class CompactReport:
     current: list[str] = field(default_factory=list)      # already matched their day files
     skipped: dict[str, str] = field(default_factory=dict)  # month or table -> why not compacted
     failed: dict[str, str] = field(default_factory=dict)   # month -> the error (its old file stays)
+    removed: list[str] = field(default_factory=list)      # no day file of that month is left
     seconds: float = 0.0
 
 
@@ -249,8 +251,10 @@ def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> Co
     Idempotent; when nothing changed it only lists and stats the day files and reads the
     compacted files' footers. Call it before ``warehouse.build``, which uses the result.
     A month that cannot be written (an I/O or DuckDB error) is reported in ``failed`` and
-    keeps its previous file, which the views ignore while it is stale. A URL warehouse is
-    left alone (compaction is local-only for now).
+    keeps its previous file, which the views ignore while it is stale. A compacted month
+    none of whose day files is left (a cluster retired, old days deleted) is removed: it is
+    a cache of nothing, and the views read snapshots, never these files (``removed``). A URL
+    warehouse is left alone (compaction is local-only for now).
     """
     t0 = time.perf_counter()
     report = CompactReport()
@@ -259,11 +263,12 @@ def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> Co
         return report
     con = None
     try:
-        for table in tables if tables is not None else tables_present(warehouse):
+        for table in tables if tables is not None else _tables(warehouse):
             days, odd = scan_days(warehouse, table)
             if odd:
                 report.skipped[table] = f"{len(odd)} data file(s) outside provider=/cluster=/date=, e.g. {odd[0]}"
                 continue
+            _remove_orphans(warehouse, table, days, report)
             for key, group in closed_months(days).items():
                 label = _label(table, key)
                 if manifest_matches(read_manifest(month_file(warehouse, table, *key)), table, key, group):
@@ -286,6 +291,37 @@ def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> Co
             con.close()
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _tables(warehouse: str | os.PathLike) -> list[str]:
+    """Tables with day files, and tables with compacted files (their days may all be gone)."""
+    root = compact_root(warehouse)
+    packed = {p.name for p in root.iterdir() if p.is_dir() and p.name in TABLES} if root.is_dir() else set()
+    present = tables_present(warehouse)
+    return present + sorted(packed - set(present))
+
+
+def _remove_orphans(warehouse: str | os.PathLike, table: str, days: list[DayFile], report: CompactReport) -> None:
+    """Delete the table's compacted months that no day file of the lake belongs to any more."""
+    have = {(d.provider, d.cluster, d.month) for d in days}
+    root = compact_root(warehouse)
+    for key, path in compacted_months(warehouse, table):
+        if key in have:
+            continue
+        label = _label(table, key)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            report.failed[label] = f"{type(exc).__name__}: {exc}"
+            continue
+        for folder in path.parents:          # month=, cluster=, provider= and table folders left empty
+            if folder == root:
+                break
+            try:
+                folder.rmdir()
+            except OSError:                  # not empty (or already gone)
+                break
+        report.removed.append(label)
 
 
 def compacted_months(warehouse: str | os.PathLike, table: str) -> list[tuple[MonthKey, Path]]:

@@ -233,7 +233,8 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     warehouse = str(storage.abspath(warehouse))
     packed = compact.compact(warehouse)     # closed months, read-optimized (cheap when current)
     extra = {"compaction": {"written": len(packed.written), "current": len(packed.current),
-                            "failed": packed.failed, "seconds": round(packed.seconds, 3)}}
+                            "removed": len(packed.removed), "failed": packed.failed,
+                            "seconds": round(packed.seconds, 3)}}
     if not analytics:
         report = view_file.build(warehouse)
         return {**extra, "snapshot_error": report.snapshot_error}

@@ -402,6 +402,34 @@ def test_a_single_month_lake_writes_nothing(site):
     assert C.COMPACT_DIR not in _view_sql(wh, "events")
 
 
+def test_a_month_without_day_files_is_removed_and_readers_keep_their_snapshot(site):
+    """A cluster's January deleted from the lake (and a whole table's days): their compacted
+    months are caches of nothing and go; the rest stays; a reader of before still reads them."""
+    _landing, wh = site
+    C.compact(wh)
+    W.build(wh)
+    old = W.connect_readonly(wh)
+    before = _count(old, "SELECT count(*) FROM events WHERE cluster = 'a1' AND date < DATE '2026-02-01'")
+    assert before > 0
+    for table in lake.tables_present(wh):
+        for d in JAN:
+            shutil.rmtree(lake.partition_dir(wh, table, "northwind", "a1", d))
+    shutil.rmtree(wh / "lake" / "steps")                          # every day of one table
+    rep = C.compact(wh)
+    gone = sorted(f"{t}/provider=northwind/cluster=a1/month=2026-01" for t in TABLES if t != "steps"
+                  and (wh / C.COMPACT_DIR / t / "provider=bluepeak").is_dir())
+    assert sorted(r for r in rep.removed if not r.startswith("steps/")) == gone and gone
+    assert sorted(r for r in rep.removed if r.startswith("steps/")) == [
+        "steps/provider=bluepeak/cluster=b1/month=2026-01", "steps/provider=northwind/cluster=a1/month=2026-01"]
+    assert not _month_file(wh, "events", "northwind", "a1").exists() and not (wh / C.COMPACT_DIR / "steps").exists()
+    assert _month_file(wh, "events", "bluepeak", "b1").exists()
+    assert rep.written == [] and C.compact(wh).removed == []
+    assert _count(old, "SELECT count(*) FROM events WHERE cluster = 'a1' AND date < DATE '2026-02-01'") == before
+    old.close()
+    W.build(wh)
+    assert _views(wh) == _truth(wh)
+
+
 def test_a_file_outside_the_layout_turns_compaction_off_for_its_table(site):
     _landing, wh = site
     C.compact(wh)

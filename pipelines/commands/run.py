@@ -116,8 +116,9 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
         click.echo("analytics: " + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
                    + f" ({summary['analytics_seconds']:.1f}s)", err=True)
     packed = summary.get("compaction") or {}
-    if packed.get("written") or packed.get("failed"):
-        click.echo(f"compaction: {packed['written']} closed months rewritten, {packed['current']} current "
+    if packed.get("written") or packed.get("failed") or packed.get("removed"):
+        gone = f", {packed['removed']} removed (no day file left)" if packed.get("removed") else ""
+        click.echo(f"compaction: {packed['written']} closed months rewritten, {packed['current']} current{gone} "
                    f"({packed['seconds']:.1f}s)", err=True)
         for month, why in packed["failed"].items():
             click.echo(f"compaction failed for {month}: {why} (its views read the day files)", err=True)

@@ -36,6 +36,7 @@ def out_warehouse(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
         "view_errors": dg.MetadataValue.json(report.errors),
         "views_waiting": dg.MetadataValue.json(report.skipped),
         "compacted_months_written": dg.MetadataValue.int(len(packed.written)),
+        "compacted_months_removed": dg.MetadataValue.int(len(packed.removed)),
     })
     if report.errors:
         raise dg.Failure(f"{len(report.errors)} view file(s) failed: {sorted(report.errors)}; "
