@@ -252,4 +252,4 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     meta = mat[0].metadata if mat else {}
     return {"analytics": {k[5:]: v.value for k, v in meta.items() if k.startswith("rows_")},
             "analytics_seconds": round(time.perf_counter() - t1, 3),
-            "snapshot_error": meta["snapshot_error"].value or None if "snapshot_error" in meta else None, **extra}
+            "snapshot_error": getattr(meta.get("snapshot_error"), "value", None) or None, **extra}

@@ -89,7 +89,6 @@ class Snapshot:
         self.id = _new_id(now)
         self.root = snapshots_root(warehouse) / self.id
         self.root.mkdir(parents=True)
-        self.files = 0
 
     def link(self, src: Path) -> Path | None:
         """Hard-link ``src`` (a file under the warehouse) at the same relative path in the
@@ -104,7 +103,6 @@ class Snapshot:
             return None
         except OSError as exc:      # EXDEV, EPERM, EMLINK, ENOTSUP ...
             raise Unsupported(exc.errno, f"cannot hard-link {src} into {self.root}: {exc.strerror}") from exc
-        self.files += 1
         return dst
 
     def link_days(self, table_root: Path, skip: set[str]) -> int:
@@ -132,7 +130,6 @@ class ObjectSnapshot:
         self.warehouse = warehouse_root(warehouse)
         self.id = _new_id(now)
         self.root = snapshots_root(warehouse) / self.id
-        self.files = 0
 
     def link(self, src: storage.ObjectPath) -> storage.ObjectPath | None:
         """Copy ``src`` to the same key below the snapshot (a server-side copy on S3);
@@ -144,7 +141,6 @@ class ObjectSnapshot:
             return None
         except OSError as exc:      # denied, unsupported
             raise Unsupported(getattr(exc, "errno", None) or 0, f"cannot copy {src} into {self.root}: {exc}") from exc
-        self.files += 1
         return dst
 
     def discard(self) -> None:

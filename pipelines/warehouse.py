@@ -213,7 +213,7 @@ def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, ta
         compacted = usable(con, warehouse, table, day_select) if uniform else None
         return table_view_sql(warehouse, table, uniform, compacted)
     compacted = None
-    if uniform and not storage.is_url(warehouse):
+    if uniform:
         months = [(key, snap.link(path)) for key, path in compacted_months(warehouse, table)]
         compacted = usable(con, warehouse, table, day_select, [(k, p) for k, p in months if p is not None])
         for key, link in months:

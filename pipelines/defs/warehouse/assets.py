@@ -30,7 +30,8 @@ def out_warehouse(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
         context.log.error(f"sql/views/{name}.sql: {err}")
     result = dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(report.path)),
-        "snapshot": dg.MetadataValue.text(str(report.snapshot or report.snapshot_error or "")),
+        "snapshot": dg.MetadataValue.text(str(report.snapshot or "")),
+        "snapshot_error": dg.MetadataValue.text(report.snapshot_error or ""),
         "snapshots_removed": dg.MetadataValue.int(len(report.collected)),
         "views": dg.MetadataValue.json(report.views + report.sql_views),
         "view_errors": dg.MetadataValue.json(report.errors),
