@@ -39,7 +39,7 @@ def per_partition(fn, jobs: list[tuple], workers: int) -> tuple[list, int]:
 
 
 def bare_parse(landing: str, workers: int) -> dict:
-    from faultline.landing import discover
+    from faultline.ingest.landing import discover
 
     t0 = time.perf_counter()
     parts = discover(landing).partitions
@@ -55,5 +55,5 @@ if __name__ == "__main__":
     ap.add_argument("landing")
     ap.add_argument("--workers", type=int, default=None, help="default: FAULTLINE_WORKERS, else the CPU count (max 8)")
     a = ap.parse_args()
-    from faultline.runner import default_workers
+    from faultline.launch.local import default_workers
     print(json.dumps(bare_parse(os.path.abspath(a.landing), a.workers or default_workers())))

@@ -29,9 +29,9 @@ import zstandard
 
 from faultline.classify.ruleset import load_ruleset
 from faultline.ingest.reader import physical_lines
-from faultline.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
+from faultline.ingest.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
-from faultline.slurm.sacct import parse_sacct
+from faultline.ingest.sacct import parse_sacct
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ if __name__ == "__main__":
     ap.add_argument("warehouse")
     ap.add_argument("--workers", type=int, default=None)
     a = ap.parse_args()
-    from faultline.runner import run_pipeline
+    from faultline.launch.local import run_pipeline
 
     t0 = time.perf_counter()
     s = run_pipeline(a.landing, a.warehouse, analytics=False, workers=a.workers)

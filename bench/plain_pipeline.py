@@ -29,7 +29,8 @@ def run(landing: str, warehouse: str, parts: list) -> list[dict]:
     ``core_inventory``, ``core_events``, ``core_jobs`` and the reads of ``lines_balanced``,
     ``lake_schema`` and ``lake_fresh``, each over every partition of the run, in that order."""
     global _RS
-    from faultline import lake, lake_writer, landing as landing_mod
+    from faultline.lake import files as lake, writer as lake_writer
+    from faultline.ingest import landing as landing_mod
     from faultline.classify.ruleset import load_ruleset
     from faultline.ingest import partition as ingest
 
@@ -66,13 +67,13 @@ def run(landing: str, warehouse: str, parts: list) -> list[dict]:
 
 
 def plain_pipeline(landing: str, warehouse: str, workers: int) -> dict:
-    from faultline.runner import batches, select_partitions
+    from faultline.launch.local import batches, select_partitions
 
     t0 = time.perf_counter()
     parts = select_partitions(landing)
     runs = batches(parts, workers)              # the runs ``faultline run`` would make
     rows, workers = per_partition(run, [(landing, warehouse, r) for r in runs], workers)
-    from faultline import compact, warehouse as view_file
+    from faultline.lake import compact, views as view_file
 
     compact.compact(warehouse)                  # what ``runner.finish`` does after the runs
     view_file.build(warehouse)
@@ -88,6 +89,6 @@ if __name__ == "__main__":
     ap.add_argument("warehouse")
     ap.add_argument("--workers", type=int, default=None, help="default: FAULTLINE_WORKERS, else the CPU count (max 8)")
     a = ap.parse_args()
-    from faultline.runner import default_workers
+    from faultline.launch.local import default_workers
     print(json.dumps(plain_pipeline(os.path.abspath(a.landing), os.path.abspath(a.warehouse),
                                     a.workers or default_workers())))

@@ -358,7 +358,7 @@ def section_overhead(cfg: dict, work: Path, workers: int) -> dict:
 
 
 def _audit_bytes(warehouse: Path) -> int:
-    from faultline import queries
+    from faultline.lake import queries
     con = queries.connect(warehouse)
     try:
         return int(con.sql("SELECT coalesce(sum(bytes), 0) FROM ingest_audit").fetchall()[0][0])
@@ -385,7 +385,7 @@ def linearity(points: list[tuple[float, float]]) -> dict:
 # --- section: queries -----------------------------------------------------------------------
 
 def section_queries(cfg: dict, work: Path, workers: int) -> dict:
-    from faultline import queries
+    from faultline.lake import queries
     from faultline.report import render
 
     base = work / "year"
@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in cfg:
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
-    from faultline.runner import default_workers
+    from faultline.launch.local import default_workers
     workers = a.workers or default_workers()
 
     if a.workdir:

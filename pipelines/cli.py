@@ -15,7 +15,7 @@ from .commands.report import report
 from .commands.run import run
 from .commands.simulate import simulate
 from .commands.sql import sql
-from .classify.train_cli import train_classifier
+from .commands.train import train_classifier
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,6 @@
-"""The one definition of every table faultline writes; ``conform`` enforces it on write."""
+"""Every table faultline writes, declared once: lake, core and analytics tables, sort keys, the
+``faultline classify`` JSON Lines contract and which columns are public. ``conform`` enforces a
+schema on every write."""
 from __future__ import annotations
 
 import polars as pl
@@ -57,6 +59,129 @@ AUDIT = pl.Schema({
     "message": pl.String,        # what could not be read, if anything
 })
 
+# --------------------------------------------------------------------------- parsed inputs
+#: ``sacct -P`` job allocations and steps as ``ingest.sacct`` returns them
+SACCT_JOBS = pl.Schema(
+    {
+        "job_id": pl.String,
+        "array_job_id": pl.String,
+        "array_task_id": pl.Int64,
+        "het_job_id": pl.String,
+        "het_job_offset": pl.Int64,
+        "job_name": pl.String,
+        "user": pl.String,
+        "partition": pl.String,
+        "nodelist": pl.String,
+        "nodes": pl.List(pl.String),
+        "n_nodes": pl.Int64,
+        "gpus": pl.Int64,
+        "submit": UTC_TS,
+        "start": UTC_TS,
+        "end": UTC_TS,
+        "elapsed_s": pl.Int64,
+        "state": pl.String,
+        "cancelled_by": pl.String,
+        "exit_code": pl.Int64,
+        "signal": pl.Int64,
+        "reason": pl.String,
+        "source": pl.String,
+        "line_no": pl.Int64,
+    }
+)
+
+SACCT_STEPS = pl.Schema(
+    {
+        "job_id": pl.String,
+        "step": pl.String,
+        "state": pl.String,
+        "exit_code": pl.Int64,
+        "signal": pl.Int64,
+        "start": UTC_TS,
+        "end": UTC_TS,
+        "nodelist": pl.String,
+        "source": pl.String,
+        "line_no": pl.Int64,
+    }
+)
+
+#: one rank's PyTorch flight-recorder dump, summarized (``ingest.flight_recorder``)
+FLIGHT_SUMMARY = pl.Schema(
+    {
+        "rank": pl.Int64,
+        "pg_id": pl.String,
+        "last_enqueued": pl.Int64,
+        "last_started": pl.Int64,
+        "last_completed": pl.Int64,
+        "last_entry_seq": pl.Int64,
+        "last_entry_name": pl.String,
+        "last_entry_state": pl.String,
+        "n_entries": pl.Int64,
+    }
+)
+
+# --------------------------------------------------------------------------- lake tables
+#: Every lake table carries the partition columns ``provider``, ``cluster`` and ``date``; the
+#: lake keeps them in the hive path (``provider=.../cluster=.../date=...``), not in the files.
+#: In ``ingest_audit``, sacct and flight-recorder files count records, not log lines, so
+#: ``lines_read = event_lines + benign + quarantined`` holds for every file.
+
+PARTITION = pl.Schema({"provider": pl.String, "cluster": pl.String, "date": pl.Date})
+
+
+def _with_partition(*parts: pl.Schema | dict) -> pl.Schema:
+    cols: dict = {}
+    for p in parts:
+        cols.update(p)
+    cols.update(PARTITION)
+    return pl.Schema(cols)
+
+
+RAW_JOBS = _with_partition(SACCT_JOBS)
+STEPS = _with_partition(SACCT_STEPS)
+JOBS = _with_partition(SACCT_JOBS, {
+    "n_steps": pl.Int64,
+    "failed_steps": pl.Int64,        # steps that did not end COMPLETED
+    "fr_ranks": pl.Int64,            # flight-recorder dumps read for the job
+    "fr_suspect_rank": pl.Int64,     # rank whose collectives lag the others (flight recorder)
+    "fr_suspect_reason": pl.String,
+})
+FLIGHT = _with_partition({"job_id": pl.String, "source": pl.String}, FLIGHT_SUMMARY, {
+    "suspect_rank": pl.Int64,        # the job's suspect (same on every row of the job)
+    "suspect_reason": pl.String,
+})
+INVENTORY = _with_partition({
+    "rack": pl.String, "node": pl.String, "gpus": pl.Int64, "gpu_model": pl.String,
+    "leaf_switch": pl.String, "in_service_from": pl.Date, "in_service_to": pl.Date,
+})
+
+#: lake table -> schema; the DuckDB warehouse has one view per table
+TABLES: dict[str, pl.Schema] = {
+    "raw_kernel_events": _with_partition(EVENTS),
+    "raw_job_events": _with_partition(EVENTS),
+    "raw_slurm_jobs": RAW_JOBS,
+    "steps": STEPS,
+    "flight_recorder": FLIGHT,
+    "ingest_audit": _with_partition(AUDIT),
+    "quarantine": _with_partition(QUARANTINE),
+    "events": _with_partition(EVENTS),
+    "jobs": JOBS,
+    "inventory": INVENTORY,
+}
+
+#: sort keys that make every table's row order (and so its file) deterministic
+SORT_KEYS: dict[str, list[str]] = {
+    "raw_kernel_events": ["source", "line_no"],
+    "raw_job_events": ["source", "line_no"],
+    "events": ["ts", "source", "line_no"],
+    "raw_slurm_jobs": ["source", "line_no"],
+    "jobs": ["source", "line_no"],
+    "steps": ["source", "line_no"],
+    "flight_recorder": ["job_id", "rank", "source"],
+    "ingest_audit": ["source"],
+    "quarantine": ["source", "line_no", "reason"],
+    "inventory": ["node"],
+}
+
 
 def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.DataFrame:
     """Select and cast exactly the schema's columns; missing columns are an error."""
@@ -69,7 +194,3 @@ def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.D
     if extra:
         raise ValueError(f"{name}: unexpected columns {extra}")
     return df.select([pl.col(c).cast(t, strict=True) for c, t in schema.items()])
-
-
-def empty(schema: pl.Schema) -> pl.DataFrame:
-    return pl.DataFrame(schema=schema)

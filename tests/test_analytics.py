@@ -9,7 +9,7 @@ from faultline.analytics.build import compute
 from faultline.analytics.rates import covered_days
 from faultline.analytics.stats import bh_reject, poisson_ci, rate_ratio_ci
 from faultline.ingest.partition import ingest_partition
-from faultline.landing import read_inventory
+from faultline.ingest.landing import read_inventory
 
 INVENTORY = "provider,cluster,rack,node,gpus,leaf_switch\n" + "".join(
     f"acme,c1,{'r1' if i <= 4 else 'r2'},n{i},8,{'leaf1' if i <= 4 else 'leaf2'}\n" for i in range(1, 9))

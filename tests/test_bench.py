@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from faultline.queries import load_queries
+from faultline.lake.queries import load_queries
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "bench" / "suite.py"

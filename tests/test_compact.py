@@ -1,4 +1,4 @@
-"""Monthly compaction (``faultline.compact``) and the views over it, on a real simulated lake.
+"""Monthly compaction (``faultline.lake.compact``) and the views over it, on a real simulated lake.
 
 One small warehouse is built per module by the real pipeline (``faultline simulate`` logs,
 ``run_pipeline``): 2 clusters, 2026-01-28 to 2026-02-02, so January is a closed month and
@@ -20,11 +20,11 @@ import polars as pl
 import pytest
 from conftest import frame_hash
 
-from faultline import compact as C
-from faultline import lake, queries as Q, snapshot as S, storage, warehouse as W
-from faultline.runner import run_pipeline
+from faultline.lake import compact as C
+from faultline.lake import files as lake, queries as Q, snapshot as S, storage, views as W
+from faultline.launch.local import run_pipeline
 from faultline.simulate import simulate
-from faultline.tables import TABLES
+from faultline.schema import TABLES
 
 START, DAYS = "2026-01-28", 6
 JAN = [f"2026-01-{d}" for d in range(28, 32)]
@@ -312,7 +312,7 @@ def test_a_schema_change_is_not_mixed_with_compacted_months(site):
 
 CRASH = """
 import os, sys
-from faultline import compact
+from faultline.lake import compact
 real = os.replace
 def replace(src, dst):
     if compact.COMPACT_DIR in str(dst):
@@ -487,9 +487,9 @@ def test_the_view_asset_compacts_before_it_rebuilds_the_views(built, tmp_path):
 
     from faultline.defs.partitions import partition_key, register
     from faultline.defs.resources import LakeResource
-    from faultline.defs.warehouse.assets import out_warehouse
-    from faultline.landing import Partition
-    from faultline.runner import QUIET
+    from faultline.defs.views.assets import out_warehouse
+    from faultline.ingest.landing import Partition
+    from faultline.launch.local import QUIET
 
     wh = tmp_path / "wh"
     shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR))

@@ -11,15 +11,15 @@ import threading
 import time
 from pathlib import Path
 
-from faultline.runner import run_pipeline
+from faultline.launch.local import run_pipeline
 
 # the DuckDB command-line shell (PyPI ``duckdb-cli``, a dev dependency) beside this Python
 DUCKDB_CLI = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
 
 READER = r"""
 import json, os, sys, duckdb
-from faultline import queries
-from faultline.warehouse import connect_readonly
+from faultline.lake import queries
+from faultline.lake.views import connect_readonly
 db, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
 wh = os.path.dirname(db)
 ok, named, adhoc, errors, counts = 0, 0, 0, [], set()

@@ -14,12 +14,12 @@ from pathlib import Path
 import polars as pl
 from conftest import lake_hashes
 
-from faultline import lake
-from faultline.runner import run_pipeline
-from faultline.tables import PARTITION, TABLES
-from faultline.warehouse import connect_readonly
+from faultline.lake import files as lake
+from faultline.launch.local import run_pipeline
+from faultline.schema import PARTITION, TABLES
+from faultline.lake.views import connect_readonly
 
-SCRIPT = "import sys; from faultline.runner import run_pipeline; run_pipeline(sys.argv[1], sys.argv[2])"
+SCRIPT = "import sys; from faultline.launch.local import run_pipeline; run_pipeline(sys.argv[1], sys.argv[2])"
 
 
 def _temp_files(root: Path) -> list[Path]:

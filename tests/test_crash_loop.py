@@ -22,18 +22,18 @@ import polars as pl
 import pytest
 from conftest import frame_hash, lake_hashes, make_landing
 
-from faultline import lake
-from faultline.runner import run_pipeline
-from faultline.tables import PARTITION, TABLES
-from faultline.warehouse import connect_readonly, db_path
+from faultline.lake import files as lake
+from faultline.launch.local import run_pipeline
+from faultline.schema import PARTITION, TABLES
+from faultline.lake.views import connect_readonly, db_path
 
 CHILD = r'''
 import os, sys, time
 landing, warehouse, phase, marker = sys.argv[1:5]
 import polars as pl
-from faultline import lake, warehouse as wh
+from faultline.lake import files as lake, views as wh
 from faultline.ingest import parse
-from faultline.runner import run_pipeline
+from faultline.launch.local import run_pipeline
 
 STRETCH = 0.05
 

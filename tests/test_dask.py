@@ -9,8 +9,8 @@ import dagster as dg
 import pytest
 from conftest import lake_hashes
 
-from faultline.runner import QUIET, batches, run_pipeline, select_partitions
-from faultline.scaleout import JOB_PREFIX, run_on_dask
+from faultline.launch.local import QUIET, batches, run_pipeline, select_partitions
+from faultline.launch.dask import JOB_PREFIX, run_on_dask
 
 distributed = pytest.importorskip("distributed")
 
@@ -85,7 +85,7 @@ def test_ingest_job_with_the_multiprocess_executor(landing, tmp_path, monkeypatc
     parts = select_partitions(landing, clusters=["c1"])             # one range run: c1's two days
     with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
         (run,) = batches(parts, 1, instance)
-        job = dg.build_reconstructable_job("faultline.scaleout", "location_job")
+        job = dg.build_reconstructable_job("faultline.launch.dask", "location_job")
         with dg.execute_job(job, instance=instance, tags=range_tags(run), run_config=QUIET) as result:
             assert result.success
             pids = Counter(e.pid for e in result.all_events if e.is_step_success)

@@ -1,4 +1,4 @@
-"""Tests for faultline.flight_recorder: safe loading, per-rank summary, suspect rank."""
+"""Tests for faultline.ingest.flight_recorder: safe loading, per-rank summary, suspect rank."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultline.flight_recorder import (
-    SUMMARY_SCHEMA,
+from faultline.schema import FLIGHT_SUMMARY
+from faultline.ingest.flight_recorder import (
     FlightRecorderError,
     FlightRecorderRefused,
     _NoGlobalsUnpickler,
@@ -225,7 +225,7 @@ def test_rank_from_filename_and_load_files(tmp_path):
 def test_summarize_dumps_exact():
     dumps = load_world({5: make_dump(enqueued=SEQ - 1, started=SEQ - 1, completed=SEQ - 1)})
     s = summarize_dumps(dumps)
-    assert s.schema == SUMMARY_SCHEMA
+    assert s.schema == FLIGHT_SUMMARY
     assert s.rows() == [
         (r, "0", SEQ, SEQ, SEQ - 1, SEQ, "nccl:all_reduce", "started", 5) for r in range(5)
     ] + [
@@ -246,7 +246,7 @@ def test_summarize_without_pg_status_uses_entries():
 
 def test_summarize_empty():
     s = summarize_dumps({})
-    assert s.height == 0 and s.schema == SUMMARY_SCHEMA
+    assert s.height == 0 and s.schema == FLIGHT_SUMMARY
 
 
 # --------------------------------------------------------------------------- suspect
@@ -341,7 +341,7 @@ _dump = st.fixed_dictionaries(
 def test_summary_and_suspect_never_raise_on_valid_structure(dumps):
     loaded = {r: load_dump(json.dumps(d).encode()) for r, d in dumps.items()}
     s = summarize_dumps(loaded)
-    assert s.schema == SUMMARY_SCHEMA and s.height == len(loaded)
+    assert s.schema == FLIGHT_SUMMARY and s.height == len(loaded)
     rank, reason = suspect_rank(loaded)
     assert rank is None or rank in loaded
     assert isinstance(reason, str) and reason

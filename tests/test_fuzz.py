@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 import badinput as bi
 from faultline.cli import main as cli
 from faultline.ingest.reader import physical_lines
-from faultline.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
+from faultline.ingest.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
-from faultline.slurm.sacct import parse_sacct
+from faultline.ingest.sacct import parse_sacct
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 

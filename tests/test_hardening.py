@@ -18,10 +18,10 @@ import pytest
 from conftest import lake_hashes
 
 import badinput as bi
-from faultline import lake
-from faultline.flight_recorder import FlightRecorderRefused, load_dump
+from faultline.lake import files as lake
+from faultline.ingest.flight_recorder import FlightRecorderRefused, load_dump
 from faultline.ingest import reader
-from faultline.runner import run_pipeline
+from faultline.launch.local import run_pipeline
 
 UTC = dt.timezone.utc
 TABLES = ("ingest_audit", "quarantine", "raw_kernel_events", "raw_job_events", "events", "raw_slurm_jobs", "steps",

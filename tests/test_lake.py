@@ -11,9 +11,10 @@ import duckdb
 import polars as pl
 import pytest
 
-from faultline import lake, landing as landing_mod, warehouse as wh
-from faultline.landing import Partition, cluster_key, split_cluster_key
-from faultline.tables import TABLES
+from faultline.lake import files as lake, views as wh
+from faultline.ingest import landing as landing_mod
+from faultline.ingest.landing import Partition, cluster_key, split_cluster_key
+from faultline.schema import TABLES
 
 P = ("northwind", "c1", "2026-11-24")
 

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from faultline import lake, lake_writer
+from faultline.lake import files as lake, writer as lake_writer
 from faultline.classify.ruleset import load_ruleset
 from faultline.ingest.partition import core_events, ingest_partition
 

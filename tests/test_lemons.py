@@ -8,11 +8,11 @@ from scipy import stats
 
 from faultline.analytics.build import compute
 from faultline.analytics.config import AnalyticsConfig
-from faultline.analytics.evaluate import evaluate
+from faultline.simulate.evaluate import evaluate
 from faultline.analytics.incidents import clock_offsets
 from faultline.analytics.rates import covered_days
 from faultline.ingest.partition import ingest_partition
-from faultline.landing import read_inventory
+from faultline.ingest.landing import read_inventory
 from faultline.simulate import flightrec
 
 # one cluster, two racks of four 8-GPU nodes, 30 days

@@ -277,7 +277,7 @@ def test_model_upgraded_events_flow_through_the_analytics(tmp_path, shipped):
     from faultline.analytics.build import compute
     from faultline.analytics.rates import covered_days
     from faultline.ingest.partition import ingest_partition
-    from faultline.landing import read_inventory
+    from faultline.ingest.landing import read_inventory
 
     day = tmp_path / "acme" / "c1" / "2026-11-24"
     (day / "kernel").mkdir(parents=True)
@@ -319,7 +319,7 @@ def test_train_classifier_command_writes_model_and_metadata(tmp_path):
 
     from click.testing import CliRunner
 
-    from faultline.classify.train_cli import train_classifier
+    from faultline.commands.train import train_classifier
 
     res = CliRunner().invoke(train_classifier, ["--out", str(tmp_path), "--cv", "0", "--json"])
     assert res.exit_code == 0, res.output

@@ -22,16 +22,17 @@ import zstandard
 from click.testing import CliRunner
 from conftest import frame_hash, make_landing
 
-from faultline import lake, landing, queries, storage, warehouse
+from faultline.lake import files as lake, queries, storage, views as warehouse
+from faultline.ingest import landing
 from faultline.analytics.build import ANALYTICS_TABLES
 from faultline.commands.run import run as run_command
 from faultline.commands.sql import sql as sql_command
 from faultline.ingest import reader
 from faultline.ingest.partition import ingest_partition
-from faultline.landing import Partition
-from faultline.runner import run_pipeline
-from faultline.storage import ObjectPath
-from faultline.tables import TABLES
+from faultline.ingest.landing import Partition
+from faultline.launch.local import run_pipeline
+from faultline.lake.storage import ObjectPath
+from faultline.schema import TABLES
 
 fsspec = pytest.importorskip("fsspec")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from faultline.classify_cli import per_line_records
+from faultline.ingest.lines import per_line_records
 from faultline.ingest.parse import SourceContext, parse_file
 
 DAY = dt.date(2026, 11, 24)

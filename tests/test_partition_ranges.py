@@ -5,10 +5,10 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from faultline import run_plan
+from faultline.launch import plan as run_plan
 from faultline.defs.partitions import key_orders, landing_partitions, range_tags, register
-from faultline.landing import Partition
-from faultline.runner import batches
+from faultline.ingest.landing import Partition
+from faultline.launch.local import batches
 
 
 def parts(spec: dict[str, list[int]]) -> list[Partition]:
@@ -88,7 +88,7 @@ def test_a_plan_covers_every_partition_once_in_rectangles_and_beats_whole_cluste
 
 
 def test_makespan_is_the_pool_taking_runs_largest_first():
-    from faultline.run_plan import makespan
+    from faultline.launch.plan import makespan
 
     assert makespan([21, 21, 7], 2, run_cost=0) == 28
     assert makespan([25, 14, 10], 2, run_cost=0) == 25
@@ -102,7 +102,7 @@ def test_a_range_run_writes_what_single_partition_runs_write(landing, tmp_path):
     from faultline.defs.jobs import INGEST_ASSETS, INGEST_CHECKS
     from faultline.defs.partitions import partition_key
     from faultline.defs.resources import LakeResource, LandingResource
-    from faultline.runner import QUIET, run_pipeline
+    from faultline.launch.local import QUIET, run_pipeline
 
     ranged, single = tmp_path / "ranged", tmp_path / "single"
     run_pipeline(landing, ranged, analytics=False, workers=1)

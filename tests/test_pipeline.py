@@ -13,16 +13,16 @@ import pytest
 from click.testing import CliRunner
 from conftest import KERNEL_BSD as KERNEL_BSD_TEXT, KERNEL_JOURNALD, frame_hash, lake_hashes, write
 
-from faultline import lake
+from faultline.lake import files as lake
 from faultline.commands.run import run
 from faultline.defs.jobs import INGEST_ASSETS, INGEST_CHECKS
 from faultline.defs.partitions import partition_key, register
 from faultline.defs.resources import LakeResource, LandingResource
 from faultline.ingest.partition import ingest_partition
-from faultline.landing import Partition
-from faultline.runner import QUIET, run_pipeline
-from faultline.tables import TABLES
-from faultline.warehouse import connect_readonly
+from faultline.ingest.landing import Partition
+from faultline.launch.local import QUIET, run_pipeline
+from faultline.schema import TABLES
+from faultline.lake.views import connect_readonly
 
 DAY = Partition("northwind", "c1", "2026-11-24")
 
@@ -228,7 +228,7 @@ def test_a_pool_worker_starts_with_dagster_built_and_frozen_and_the_gc_on(landin
     report. Checked in a fresh process: freezing is for worker processes, not this one."""
     code = (
         "import gc, json, sys\n"
-        "from faultline import runner\n"
+        "from faultline.launch import local as runner\n"
         "runner._start_worker(sys.argv[1], sys.argv[2], None, (('2026-11-24',), ('northwind:c1',)))\n"
         "ok = {'gc': gc.isenabled(), 'frozen': gc.get_freeze_count(), 'jobs': len(runner._job_cache),\n"
         "      'instances': len(runner._instance_cache)}\n"

@@ -5,8 +5,14 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from faultline.analytics.evaluate import provider_rates
-from faultline.analytics.rates import group_health, job_interruptions, node_health, provider_comparison, scoreboard
+from faultline.simulate.evaluate import provider_rates
+from faultline.analytics.rates import (
+    group_health,
+    job_interruptions,
+    node_health,
+    provider_comparison,
+    scoreboard,
+)
 from faultline.simulate import catalog
 from faultline.simulate.downtime import DAY
 from faultline.simulate.truth import busy_days, idle_hang_share

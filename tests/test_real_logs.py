@@ -4,7 +4,7 @@ from pathlib import Path
 
 import polars as pl
 
-from faultline.classify_cli import per_line_records
+from faultline.ingest.lines import per_line_records
 from faultline.ingest.parse import SourceContext, parse_file
 
 REAL = Path(__file__).parent / "fixtures" / "real"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from faultline import queries as Q
+from faultline.lake import queries as Q
 from faultline.commands.explain import explain
 from faultline.commands.export import export, label_value, prometheus_text
 from faultline.commands.report import report

@@ -11,13 +11,6 @@ S = 1_000_000
 T = 1_793_762_647_123_456  # 2026-11-04T03:24:07.123456Z
 
 
-def test_compress_hostlist():
-    hosts = ["a1-r03-n01", "a1-r03-n02", "a1-r03-n03", "a1-r03-n04", "a1-r03-n07", "a1-r04-n01"]
-    assert slurm.compress_hostlist(hosts) == "a1-r03-n[01-04,07],a1-r04-n01"
-    assert slurm.compress_hostlist(["b1-r101-n08"]) == "b1-r101-n08"
-    assert slurm.compress_hostlist(["x-n9", "x-n10", "x-n11"]) == "x-n9,x-n[10-11]"  # width differs: separate
-
-
 def test_kernel_prefixes_of_every_convention():
     row = pl.DataFrame({"lt": [T], "mono": [8812_334_455], "host": ["a1-r03-n07"], "msg": ["MSG"]})
     got = {c: row.select(formats.kernel_line(c)).item() for c in formats.CONVENTIONS}

@@ -1,4 +1,4 @@
-"""Tests for faultline.slurm: host lists and ``sacct -P`` parsing."""
+"""Tests for faultline.ingest.hostlist and faultline.ingest.sacct: host lists and ``sacct -P`` parsing."""
 
 from __future__ import annotations
 
@@ -9,19 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultline.slurm import (
-    JOBS_SCHEMA,
-    QUARANTINE_SCHEMA,
-    STEPS_SCHEMA,
-    compress_hostlist,
-    count_hostlist,
-    expand_hostlist,
-    parse_elapsed,
-    parse_sacct,
-    parse_slurm_stamp,
-)
-from faultline.slurm import sacct as sacct_mod
-from faultline.slurm.hostlist import MAX_HOSTS
+from faultline.ingest import sacct as sacct_mod
+from faultline.ingest.hostlist import MAX_HOSTS, compress_hostlist, count_hostlist, expand_hostlist
+from faultline.ingest.sacct import parse_elapsed, parse_sacct, parse_slurm_stamp
+from faultline.schema import QUARANTINE, SACCT_JOBS, SACCT_STEPS
 
 UTC = timezone.utc
 
@@ -212,9 +203,9 @@ def parsed():
 
 
 def test_sacct_schemas(parsed):
-    assert parsed.jobs.schema == JOBS_SCHEMA
-    assert parsed.steps.schema == STEPS_SCHEMA
-    assert parsed.quarantine.schema == QUARANTINE_SCHEMA
+    assert parsed.jobs.schema == SACCT_JOBS
+    assert parsed.steps.schema == SACCT_STEPS
+    assert parsed.quarantine.schema == QUARANTINE
     assert parsed.columns == HEADER.split("|")
     assert parsed.error is None
 
@@ -283,7 +274,8 @@ def test_sacct_steps_exact(parsed):
 def test_sacct_quarantine_exact(parsed):
     q = parsed.quarantine
     assert q["line_no"].to_list() == [17, 18, 19, 20, 21]
-    assert q["reason"].to_list() == [
+    assert set(q["reason"]) == {"sacct_bad_row"}
+    assert q["detail"].to_list() == [
         "bad NodeList: unbalanced '[' (no closing ']') in host list 'node-[001-003'",
         "bad NodeList: reversed range '005-003' (5 > 3) in host list 'node-[005-003]'",
         "bad Start time '2026-13-45T99:00:00'",
@@ -291,7 +283,7 @@ def test_sacct_quarantine_exact(parsed):
         "bad JobID 'not-a-job'",
     ]
     lines = SACCT.split("\n")
-    assert q["raw"].to_list() == lines[16:21]
+    assert q["preview"].to_list() == lines[16:21]
     assert set(q["source"].to_list()) == {"aws/c1/2026-11-24/slurm/sacct.txt"}
 
 
@@ -352,8 +344,8 @@ def test_sacct_garbled_header_quarantines_everything():
     assert r.jobs.height == 0 and r.steps.height == 0
     assert r.error is not None and "header" in r.error
     assert r.quarantine["line_no"][0] == 2
-    assert "missing or garbled sacct header" in r.quarantine["reason"][0]
-    assert set(r.quarantine["reason"][1:].to_list()) == {"no usable sacct header in file (see line 2)"}
+    assert "missing or garbled sacct header" in r.quarantine["detail"][0]
+    assert set(r.quarantine["detail"][1:].to_list()) == {"no usable sacct header in file (see line 2)"}
     assert r.balanced
     assert r.accounted["header"] == 0
 
@@ -366,7 +358,7 @@ def test_sacct_header_without_jobid():
 def test_sacct_empty_and_blank_files():
     r = parse_sacct(b"")
     assert r.lines_read == 0 and r.balanced and r.error == "empty file"
-    assert r.jobs.schema == JOBS_SCHEMA
+    assert r.jobs.schema == SACCT_JOBS
     r = parse_sacct(b"\n  \n\n")
     assert r.lines_read == 3 and r.accounted["blank"] == 3 and r.balanced
 
@@ -386,7 +378,7 @@ def test_sacct_bad_values_each_quarantined():
         "|a|u|p|n1|1||2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T01:00:00|00:00:00|COMPLETED|0:0|None",
     ]
     r = parse_sacct(("\n".join([HEADER, *rows]) + "\n").encode())
-    assert r.quarantine.select("line_no", "reason").rows() == [
+    assert r.quarantine.select("line_no", "detail").rows() == [
         (2, "bad Elapsed 'xx:yy'"),
         (3, "bad NNodes 'one'"),
         (4, "bad ExitCode 'zero'"),
@@ -399,7 +391,7 @@ def test_sacct_bad_values_each_quarantined():
 
 def test_sacct_raw_is_truncated():
     r = parse_sacct(("JobID|State\n" + "x" * 2000 + "\n").encode())
-    assert len(r.quarantine["raw"][0]) == 512
+    assert len(r.quarantine["preview"][0]) == 512
 
 
 def test_sacct_node_budget(monkeypatch):
@@ -409,7 +401,7 @@ def test_sacct_node_budget(monkeypatch):
     assert r.jobs["job_id"].to_list() == ["1", "3"]
     assert r.steps.height == 1
     assert r.quarantine["line_no"].to_list() == [3]
-    assert "budget" in r.quarantine["reason"][0]
+    assert "budget" in r.quarantine["detail"][0]
     assert r.balanced
 
 
@@ -446,9 +438,9 @@ _field_text = st.text(alphabet=st.sampled_from(list("0123456789_+.[]-,:%|TUnkow 
 def test_sacct_arbitrary_bytes_never_raise_and_balance(data):
     r = parse_sacct(data)
     assert r.balanced
-    assert r.jobs.schema == JOBS_SCHEMA
-    assert r.steps.schema == STEPS_SCHEMA
-    assert r.quarantine.schema == QUARANTINE_SCHEMA
+    assert r.jobs.schema == SACCT_JOBS
+    assert r.steps.schema == SACCT_STEPS
+    assert r.quarantine.schema == QUARANTINE
 
 
 @given(st.lists(st.lists(_field_text, min_size=12, max_size=16), max_size=20), st.binary(max_size=50))

@@ -1,4 +1,4 @@
-"""View snapshots (``faultline.snapshot``): a view database reads hard links that no writer
+"""View snapshots (``faultline.lake.snapshot``): a view database reads hard links that no writer
 replaces, so a file rewritten between DuckDB's bind and its scan is never read half-and-half."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from faultline import lake, snapshot as S, warehouse as W
-from faultline.runner import run_pipeline
+from faultline.lake import files as lake, snapshot as S, views as W
+from faultline.launch.local import run_pipeline
 
 # a scalar subquery that rewrites files while the query runs: DuckDB has bound (read the
 # footers of) every file of the query by then, and opens the other scans after it
@@ -211,7 +211,7 @@ def mem_wh(built, tmp_path, monkeypatch):
 
     import fsspec
 
-    from faultline import storage
+    from faultline.lake import storage
 
     fs = fsspec.filesystem("memory")
     prefix = f"/snap-{uuid.uuid4().hex[:10]}"
@@ -241,7 +241,7 @@ def _mem_race(con, url):
 
 
 def test_a_url_warehouse_reads_copies_of_the_analytics(mem_wh, monkeypatch):
-    from faultline import storage
+    from faultline.lake import storage
 
     report = W.build(mem_wh)
     assert isinstance(report.snapshot, storage.ObjectPath)
@@ -263,7 +263,7 @@ def test_a_url_warehouse_reads_copies_of_the_analytics(mem_wh, monkeypatch):
 
 
 def test_a_url_warehouse_collects_old_snapshots(mem_wh, monkeypatch):
-    from faultline import storage
+    from faultline.lake import storage
 
     monkeypatch.setenv(S.GRACE_ENV, "0")
     first = W.build(mem_wh).snapshot

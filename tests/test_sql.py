@@ -19,8 +19,8 @@ import pytest
 from polars.testing import assert_frame_equal
 from click.testing import CliRunner
 
-from faultline import queries as Q
-from faultline import warehouse as W
+from faultline.lake import queries as Q
+from faultline.lake import views as W
 from faultline.commands.sql import sql
 
 SCRIPT = "<script>alert(1)</script>"
@@ -34,7 +34,7 @@ HOSTILE_RACK = f"r{SCRIPT}"
 
 def _inject(landing: Path) -> dict:
     """Put hostile strings where logs, Slurm and the inventory carry free text."""
-    from faultline.slurm.hostlist import expand_hostlist
+    from faultline.ingest.hostlist import expand_hostlist
 
     day_dir = sorted((landing / "northwind" / "a1").iterdir())[-1]
     sacct = day_dir / "slurm" / "sacct.txt"
@@ -81,7 +81,7 @@ def build_demo_warehouse(base: Path) -> tuple[Path, dict]:
     if (wh / "faultline.duckdb").is_file() and marker.is_file():
         return wh, json.loads(marker.read_text())
     from faultline.analytics.build import build_analytics
-    from faultline.runner import run_pipeline
+    from faultline.launch.local import run_pipeline
     from faultline.simulate import simulate
 
     landing = base / "landing"

@@ -5,14 +5,23 @@ import os
 
 import polars as pl
 
-from .. import lake
+from ..lake import files as lake
 from ..classify.model import apply_model
 from ..classify.ruleset import load_ruleset
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
 from .incidents import build_incidents
-from .rates import (covered_days, exposure, failure_causes, group_health, lemon_nodes, node_health,
-                    provider_comparison, rack_hotspots, scoreboard)
+from .rates import (
+    covered_days,
+    exposure,
+    failure_causes,
+    group_health,
+    lemon_nodes,
+    node_health,
+    provider_comparison,
+    rack_hotspots,
+    scoreboard,
+)
 from .signatures import node_failure_profiles, unknown_signatures
 
 ANALYTICS_TABLES = ("incidents", "job_failures", "node_health", "rack_health", "provider_scoreboard",

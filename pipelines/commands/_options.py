@@ -15,7 +15,7 @@ class Location(click.ParamType):
     name = "path|url"
 
     def convert(self, value, param, ctx):
-        from ..storage import is_url
+        from ..lake.storage import is_url
 
         if isinstance(value, Path) or not is_url(os.fsdecode(value)):
             return Path(os.fsdecode(value))

@@ -25,7 +25,7 @@ def classify(files, kind, ref_date, boots, fmt, events_only):
     Writes one JSON object per input line, in input order: line_no, family, category,
     severity, action, xid, node, gpu_pci, ts (ISO-8601 UTC or null) and more (see README).
     """
-    from ..classify_cli import classify_path, per_line_records, write_jsonl
+    from ..ingest.lines import classify_path, per_line_records, write_jsonl
     import polars as pl
 
     boot_times = []

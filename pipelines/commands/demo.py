@@ -30,8 +30,8 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     """Simulate the demo fleet (3 providers, ~100 nodes, 7 days), run the pipeline and the
     analytics on it, write the nightly report, then print where everything is and three
     queries to try."""
-    from ..analytics.evaluate import evaluate
-    from ..runner import run_pipeline
+    from ..simulate.evaluate import evaluate
+    from ..launch.local import run_pipeline
     from ..simulate import simulate
 
     t0 = time.perf_counter()

@@ -19,8 +19,8 @@ def evaluate(truth, warehouse, as_json, strict):
     found and provider rates covered by their intervals, each against its floor. Lemon recall
     is over the lemons that manifested in the logs; the recall over every injected lemon is
     printed beside it (no floor)."""
-    from ..analytics.evaluate import FLOORS
-    from ..analytics.evaluate import evaluate as score
+    from ..simulate.evaluate import FLOORS
+    from ..simulate.evaluate import evaluate as score
     from ..simulate.truth import MANIFESTED_MIN_FAULTS
 
     try:

@@ -43,7 +43,7 @@ def explain() -> None:
 @click.option("--lines", "max_lines", type=int, default=TIMELINE_LINES, show_default=True, help="Timeline lines at most.")
 def explain_job(job_id: str, warehouse: Path, provider, cluster, max_lines: int):
     """Why job JOB_ID failed: verdict, impact, evidence, who decided, action, timeline (UTC)."""
-    from ..queries import QueryError, run_query, run_sql
+    from ..lake.queries import QueryError, run_query, run_sql
 
     con = open_warehouse(warehouse)
     try:
@@ -112,7 +112,7 @@ def _job_text(v: dict, timeline: list[dict]) -> str:
 @click.option("--lines", "max_lines", type=int, default=TIMELINE_LINES, show_default=True, help="Timeline lines at most.")
 def explain_node(name: str, warehouse: Path, days: int, max_lines: int):
     """How node NAME is doing: its rate vs its cluster (95% CI), lemon status, incidents, failed jobs, timeline."""
-    from ..queries import QueryError, run_query, run_sql
+    from ..lake.queries import QueryError, run_query, run_sql
 
     con = open_warehouse(warehouse)
     try:

@@ -60,7 +60,7 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
     """Build the exposition for the UTC day ``day`` (default: the last day in the warehouse)."""
     import polars as pl
 
-    from ..queries import QueryError, run_query, run_sql
+    from ..lake.queries import QueryError, run_query, run_sql
 
     last = run_sql(con, "SELECT max(date) AS d FROM ingest_audit")["d"][0]
     if last is None:
@@ -153,7 +153,7 @@ def export() -> None:
 def export_prometheus(warehouse: Path, out: Path | None, day):
     """Per-node, rack, cluster and provider failures of the last day, rates with 95% intervals
     and lemon flags, in the Prometheus text format (node_exporter textfile collector)."""
-    from ..queries import QueryError
+    from ..lake.queries import QueryError
 
     con = open_warehouse(warehouse)
     try:
@@ -166,6 +166,6 @@ def export_prometheus(warehouse: Path, out: Path | None, day):
         click.echo(text, nl=False)
         return
     # the collector reads *.prom files: write aside and rename so it never sees half a file
-    from ..lake import atomic_write_text
+    from ..lake.files import atomic_write_text
     atomic_write_text(out, text)
     click.echo(f"{text.count(chr(10))} lines -> {out}", err=True)

@@ -22,7 +22,7 @@ def report(warehouse: Path, out: Path, day, fmt):
     causes, timeline, rack heatmaps, lemons, failed jobs with postmortems, new signatures.
 
     The HTML page needs nothing else to open: no scripts, fonts or network requests."""
-    from ..queries import QueryError, db_exists_hint
+    from ..lake.queries import QueryError, db_exists_hint
     from ..report import build_report
 
     fmt = fmt or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")

@@ -50,10 +50,10 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     The views read a snapshot of the lake (hard links under WAREHOUSE/snapshots/), so a
     connection sees the lake of its build until it reconnects. A snapshot is removed an
     hour after a newer build replaced it (env FAULTLINE_SNAPSHOT_GRACE_S, seconds)."""
-    from ..landing import LandingError
-    from ..runner import run_pipeline, select_partitions
-    from ..storage import isdir, is_url
-    from ..warehouse import db_path
+    from ..ingest.landing import LandingError
+    from ..launch.local import run_pipeline, select_partitions
+    from ..lake.storage import isdir, is_url
+    from ..lake.views import db_path
 
     if executor == "dask" and not dask_address:
         raise click.ClickException("--executor dask needs --dask-address tcp://HOST:8786 (or FAULTLINE_DASK_ADDRESS)")
@@ -84,7 +84,7 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
         if executor == "dask":
             import dagster as dg
 
-            from ..scaleout import run_on_dask
+            from ..launch.dask import run_on_dask
             # several hosts need one shared Dagster instance ($DAGSTER_HOME); one host: a temporary one
             instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
             return run_on_dask(landing, warehouse, dask_address, dates or None, clusters or None,

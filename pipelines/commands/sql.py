@@ -21,7 +21,7 @@ warehouse_option = click.option(
 
 def open_warehouse(warehouse: Path):
     """A hardened read-only connection, or a ClickException saying how to get a warehouse."""
-    from ..queries import connect
+    from ..lake.queries import connect
 
     try:
         return connect(warehouse)
@@ -93,7 +93,7 @@ def write_frame(df, fmt: str, out: Path | None, rows: int = TABLE_ROWS) -> None:
 
 
 def _list(fmt: str) -> None:
-    from ..queries import describe
+    from ..lake.queries import describe
 
     items = describe()
     if fmt == "json":
@@ -132,7 +132,7 @@ def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
     connection could not do it anyway: the database is attached read-only and files outside
     the warehouse cannot be touched.
     """
-    from ..queries import QueryError, get_query, run_query, run_sql
+    from ..lake.queries import QueryError, get_query, run_query, run_sql
 
     if list_queries:
         if statement or query_name or params:

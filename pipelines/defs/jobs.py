@@ -3,7 +3,7 @@ import dagster as dg
 
 from .ingest.assets import LAKE_ASSETS
 from .ingest.checks import LAKE_CHECKS
-from .warehouse.assets import out_warehouse
+from .views.assets import out_warehouse
 
 INGEST_ASSETS = [*LAKE_ASSETS, out_warehouse]
 INGEST_CHECKS = LAKE_CHECKS

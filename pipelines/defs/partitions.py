@@ -9,7 +9,7 @@ import warnings
 
 import dagster as dg
 
-from ..landing import Partition, cluster_key, split_cluster_key
+from ..ingest.landing import Partition, cluster_key, split_cluster_key
 
 dates = dg.DynamicPartitionsDefinition(name="faultline_date")
 clusters = dg.DynamicPartitionsDefinition(name="faultline_cluster")

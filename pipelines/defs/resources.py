@@ -7,10 +7,11 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from .. import compact, lake, lake_writer, landing, warehouse
+from ..lake import compact, files as lake, views, writer as lake_writer
+from ..ingest import landing
 from ..classify.ruleset import load_ruleset
 from ..ingest.partition import PartitionTables, ingest_partition
-from ..landing import Discovery, Partition
+from ..ingest.landing import Discovery, Partition
 
 
 class LandingResource(dg.ConfigurableResource):
@@ -37,7 +38,7 @@ class LandingResource(dg.ConfigurableResource):
 
 
 class LakeResource(dg.ConfigurableResource):
-    """The warehouse folder: Parquet lake plus the DuckDB view file."""
+    """The warehouse folder: the Parquet lake, the analytics tables and the DuckDB view file."""
 
     warehouse: str
 
@@ -55,12 +56,12 @@ class LakeResource(dg.ConfigurableResource):
     def file_schema(self, table: str, part: Partition) -> pl.Schema | None:
         return lake.file_schema(self.warehouse, table, part.provider, part.cluster, part.date)
 
-    def compact(self) -> compact.CompactReport:
-        """Compact closed months of the lake (cheap when nothing changed)."""
-        return compact.compact(self.warehouse)
+    def publish(self) -> tuple[compact.CompactReport, views.BuildReport]:
+        """Compact closed months (cheap when nothing changed), then rebuild the view file."""
+        return views.publish(self.warehouse)
 
-    def build_warehouse(self) -> warehouse.BuildReport:
-        return warehouse.build(self.warehouse)
+    def build_views(self) -> views.BuildReport:
+        return views.build(self.warehouse)
 
 
 class PartitionLake(lake_writer.PartitionWriter):

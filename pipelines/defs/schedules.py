@@ -4,7 +4,7 @@ import datetime as dt
 
 import dagster as dg
 
-from ..landing import Partition, split_cluster_key
+from ..ingest.landing import Partition, split_cluster_key
 from .jobs import analytics_job, ingest_job
 from .partitions import clusters, partition_key, register
 from .resources import LandingResource

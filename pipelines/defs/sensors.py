@@ -10,7 +10,7 @@ import json
 
 import dagster as dg
 
-from ..landing import Partition
+from ..ingest.landing import Partition
 from .jobs import ingest_job
 from .partitions import clusters, dates, partition_key
 from .resources import LandingResource

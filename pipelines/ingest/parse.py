@@ -99,6 +99,18 @@ class FileScan:
     content_sha256: str | None = None
 
 
+#: leading bytes that make polars' CSV reader decompress a buffer (gzip, zstd, zlib)
+_CODEC_MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
+
+
+def _read_lines(data: bytes, skip: int = 0) -> pl.DataFrame:
+    """``data`` split into lines by polars' CSV reader, never decompressed: content that only
+    looks like an archive (a plain line starting with zlib's magic) is read as text."""
+    if data.startswith(_CODEC_MAGIC):
+        data, skip = b"\n" + data, skip + 1
+    return pl.read_csv(io.BytesIO(data), skip_lines=skip, raise_if_empty=False, **CSV_OPTS)
+
+
 def _frame(data: bytes, skip_first: bool) -> pl.Series:
     if not data:
         return pl.Series("raw", [], pl.String)
@@ -113,7 +125,7 @@ def _frame(data: bytes, skip_first: bool) -> pl.Series:
         nl = data.find(b"\n")
         if nl < 0 or nl == len(data) - 1:
             return pl.Series("raw", [], pl.String)
-    df = pl.read_csv(io.BytesIO(data), skip_lines=1 if skip_first else 0, raise_if_empty=False, **CSV_OPTS)
+    df = _read_lines(data, 1 if skip_first else 0)
     return df["raw"].fill_null("") if df.width else pl.Series("raw", [], pl.String)
 
 
@@ -304,7 +316,7 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
     prefilter over all their lines; the candidates go back to each file's scan."""
     counts = [d.count(b"\n") + (not d.endswith(b"\n")) for _i, _p, _c, d, _h in small]
     buf = b"".join(d if d.endswith(b"\n") else d + b"\n" for _i, _p, _c, d, _h in small)
-    raw = pl.read_csv(io.BytesIO(buf), raise_if_empty=False, **CSV_OPTS)["raw"].fill_null("")
+    raw = _read_lines(buf)["raw"].fill_null("")
     if len(raw) != sum(counts):      # never seen; the block scanner is the reference
         for i, path, ctx, _d, _h in small:
             scans[i] = scan_file(path, ctx, rs)

@@ -15,13 +15,21 @@ from pathlib import Path
 import polars as pl
 
 from ..classify.ruleset import RuleSet, load_ruleset
-from ..flight_recorder import (MAX_DUMP_BYTES, FlightRecorderError, FlightRecorderRefused, _as_int, load_dump,
-                               rank_from_filename, summarize_dumps, suspect_rank)
-from ..landing import Partition, PartitionFiles, partition_files
+from .flight_recorder import (
+    MAX_DUMP_BYTES,
+    FlightRecorderError,
+    FlightRecorderRefused,
+    _as_int,
+    load_dump,
+    rank_from_filename,
+    summarize_dumps,
+    suspect_rank,
+)
+from .landing import Partition, PartitionFiles, partition_files
 from ..schema import AUDIT, EVENTS, QUARANTINE
-from ..slurm.sacct import parse_sacct
-from ..storage import ObjectPath
-from ..tables import FLIGHT, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
+from .sacct import parse_sacct
+from ..lake.storage import ObjectPath
+from ..schema import FLIGHT, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
 from .parse import ParseResult, SourceContext, file_checksum, parse_files
 
 
@@ -140,9 +148,7 @@ def _read_boots(path: Path, acc: _Acc) -> list[dt.datetime]:
 def _sacct(path: Path, acc: _Acc) -> tuple[pl.DataFrame, pl.DataFrame]:
     res = parse_sacct(path.read_bytes(), source=acc.pf.rel(path))
     if res.quarantine.height:
-        acc.quarantine.append(res.quarantine.select(
-            "source", "line_no", pl.lit("sacct_bad_row").alias("reason"), pl.col("reason").alias("detail"),
-            pl.col("raw").alias("preview")))
+        acc.quarantine.append(res.quarantine)
     a = res.accounted
     rows = a["jobs"] + a["steps"]
     acc.add_audit(path, "sacct", lines=res.lines_read, events=rows, event_lines=rows,

@@ -17,7 +17,7 @@ from typing import BinaryIO, Iterator
 
 import zstandard
 
-from ..storage import ObjectPath
+from ..lake.storage import ObjectPath
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE_BYTES = 1 << 20          # longer physical lines are quarantined, only a preview is kept

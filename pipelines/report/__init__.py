@@ -17,8 +17,8 @@ __all__ = ["build_report", "render", "sanitize", "md_escape", "slug"]
 
 def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = "html") -> str:
     """The report text for ``day`` (default: the last day in the warehouse)."""
-    from .. import queries
-    from ..lake import warehouse_root as lake_location
+    from ..lake import queries
+    from ..lake.files import warehouse_root as lake_location
     from .data import load
     from .renderer import render_html, render_markdown
 
@@ -36,6 +36,6 @@ def build_report(warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.d
                  fmt: str = "html") -> Path:
     """Write the report to ``out`` (atomically: a temporary sibling, then a rename; a URL
     or ``storage.ObjectPath``: one object PUT)."""
-    from ..lake import atomic_write_text
-    from ..storage import is_url
+    from ..lake.files import atomic_write_text
+    from ..lake.storage import is_url
     return atomic_write_text(out if is_url(out) else Path(out), render(warehouse, day, fmt))

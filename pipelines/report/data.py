@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .. import queries as Q
+from ..lake import queries as Q
 from .sanitize import slug
 
 MAX_JOBS = 200          # failed jobs listed, each with a postmortem

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from . import catalog, downtime, events as evmod, faults as faultmod, landing, slurm, truth, workload
+from ..ingest.hostlist import compress_hostlist
 from .downtime import DAY, MIN
 from .fleet import build_fleet
 from .rng import stream
@@ -172,6 +173,6 @@ def _workload(fleet, scn, f, maint, boot0, t0, end, seed):
         ips=pl.col("nodes").list.eval(pl.element().replace_strict(dict(enumerate(ips)), return_dtype=pl.Utf8)),
         py=pl.col("python"),
     ).with_columns(glog_agent=pl.col("torch_v") >= 2)
-    jobs = jobs.with_columns(nodelist=pl.Series([slurm.compress_hostlist(h) for h in jobs["hosts"].to_list()],
+    jobs = jobs.with_columns(nodelist=pl.Series([compress_hostlist(h) for h in jobs["hosts"].to_list()],
                                                 dtype=pl.Utf8))
     return jobs.sort("cluster_idx", "jid_raw"), affected, killers

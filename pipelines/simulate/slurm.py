@@ -5,6 +5,7 @@ import re
 
 import polars as pl
 
+from ..ingest.hostlist import compress_hostlist
 from .templates import expand
 
 S = 1_000_000
@@ -12,37 +13,6 @@ SACCT_FIELDS = ("JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "
                 "End", "Elapsed", "State", "ExitCode", "Reason")
 SACCT_HEADER = "|".join(SACCT_FIELDS)
 CPUS_PER_NODE, MEM_GB_PER_NODE = 224, 2000
-_TAIL = re.compile(r"^(.*?)(\d+)$")
-
-
-def compress_hostlist(hosts: list[str]) -> str:
-    """``a1-r03-n01..n04, a1-r04-n01`` -> ``a1-r03-n[01-04],a1-r04-n01`` (ranges on the last number)."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    order: list[tuple[str, int]] = []
-    plain: list[str] = []
-    for h in hosts:
-        m = _TAIL.match(h)
-        if not m:
-            plain.append(h)
-            continue
-        key = (m.group(1), len(m.group(2)))
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(int(m.group(2)))
-    out = list(plain)
-    for prefix, width in order:
-        nums = sorted(set(groups[(prefix, width)]))
-        ranges, start, prev = [], nums[0], nums[0]
-        for x in nums[1:] + [None]:
-            if x is not None and x == prev + 1:
-                prev = x
-                continue
-            ranges.append(f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}")
-            if x is not None:
-                start = prev = x
-        out.append(prefix + ranges[0] if len(ranges) == 1 and "-" not in ranges[0] else f"{prefix}[{','.join(ranges)}]")
-    return ",".join(out)
 
 
 def _elapsed(sec: pl.Expr) -> pl.Expr:

@@ -3,9 +3,9 @@
 import dagster as dg
 
 from ...analytics.build import build_analytics
-from ...storage import join
+from ...lake.storage import join
 from ..resources import LakeResource
-from ..warehouse.assets import POOL, warn_no_snapshot
+from ..views.assets import POOL, warn_no_snapshot
 
 
 @dg.asset(kinds={"polars", "parquet"}, group_name="out", pool=POOL,
@@ -16,7 +16,7 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     Not partitioned: attribution windows, rates and lemon tests span days and clusters.
     The nightly_analytics schedule runs it after the night's partitions."""
     counts = build_analytics(lake.warehouse)
-    report = lake.build_warehouse()
+    report = lake.build_views()
     warn_no_snapshot(context, report)
     context.log.info(f"analytics: {counts}")
     return dg.MaterializeResult(metadata={

@@ -10,8 +10,8 @@ import dagster as dg
 import polars as pl
 
 from ...ingest import partition as ingest
-from ...landing import LandingError
-from ...tables import TABLES
+from ...ingest.landing import LandingError
+from ...schema import TABLES
 from ..metadata import Written, batch_metadata
 from ..partitions import BATCH, landing_partitions, partitions_of
 from ..resources import LakeResource, LandingResource

@@ -11,7 +11,7 @@ import warnings
 import dagster as dg
 import polars as pl
 
-from ...tables import PARTITION, TABLES
+from ...schema import PARTITION, TABLES
 from ..metadata import preview_md
 from ..partitions import landing_partitions, partitions_of
 from ..resources import LakeResource, LandingResource

@@ -9,9 +9,9 @@ import sys
 
 import polars as pl
 
-from .classify.ruleset import load_ruleset
-from .ingest import reader
-from .ingest.parse import ParseResult, SourceContext, parse_file, parse_stream
+from ..classify.ruleset import load_ruleset
+from . import reader
+from .parse import ParseResult, SourceContext, parse_file, parse_stream
 
 # The public contract of ``faultline classify`` (README: "classify output").
 OUTPUT_FIELDS = ["source", "line_no", "family", "category", "severity", "action", "xid", "sxid",

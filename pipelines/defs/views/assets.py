@@ -21,10 +21,9 @@ def warn_no_snapshot(context: dg.AssetExecutionContext, report) -> None:
 def out_warehouse(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Compact the lake's closed months, then rebuild ``faultline.duckdb`` (views only) aside
     and swap it in: readers never wait."""
-    packed = lake.compact()
+    packed, report = lake.publish()
     for month, err in packed.failed.items():
         context.log.warning(f"compaction of {month} failed (its views read the day files): {err}")
-    report = lake.build_warehouse()
     warn_no_snapshot(context, report)
     for name, err in report.errors.items():
         context.log.error(f"sql/views/{name}.sql: {err}")

@@ -10,7 +10,7 @@ rows, partition columns included::
 
 The day files stay exactly as they are and stay the source of truth (``read_table``,
 ``scan_table``, analytics and re-runs use them only). A compacted file carries, in its
-Parquet footer (key ``faultline.compact``), the manifest of the day files it was built
+Parquet footer (key ``faultline.lake.compact``), the manifest of the day files it was built
 from: their paths under the table's folder with size, mtime_ns and inode. Data and manifest
 are one file, written under a temporary name, fsynced and renamed into place
 (``lake.atomic_produce``): a reader sees the old month or the new one, never a partial
@@ -47,12 +47,12 @@ import duckdb
 import polars as pl
 
 from . import storage
-from .lake import DATA_FILE, atomic_produce, lake_root, tables_present, warehouse_root
-from .tables import TABLES
-from .warehouse import day_scan_sql, files_uniform, quote_sql
+from .files import DATA_FILE, atomic_produce, lake_root, tables_present, warehouse_root
+from ..schema import TABLES
+from .sqltext import day_scan_sql, files_uniform, quote_sql
 
 COMPACT_DIR = "lake_compact"
-MANIFEST_KEY = "faultline.compact"
+MANIFEST_KEY = "faultline.lake.compact"
 FORMAT = 1           # of the compacted files and their manifest; another value is stale
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _DATE = re.compile(r"\d{4}-\d\d-\d\d")
@@ -99,6 +99,10 @@ class CompactReport:
     failed: dict[str, str] = field(default_factory=dict)   # month -> the error (its old file stays)
     removed: list[str] = field(default_factory=list)      # no day file of that month is left
     seconds: float = 0.0
+
+    def summary(self) -> dict:
+        return {"written": len(self.written), "current": len(self.current), "removed": len(self.removed),
+                "failed": self.failed, "seconds": round(self.seconds, 3)}
 
 
 @dataclass

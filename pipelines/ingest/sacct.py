@@ -47,12 +47,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
+from ..schema import QUARANTINE, SACCT_JOBS, SACCT_STEPS
 from .hostlist import count_hostlist, expand_hostlist
 
 __all__ = [
-    "JOBS_SCHEMA",
-    "STEPS_SCHEMA",
-    "QUARANTINE_SCHEMA",
     "KNOWN_COLUMNS",
     "MAX_TOTAL_NODES",
     "SacctResult",
@@ -60,60 +58,6 @@ __all__ = [
     "parse_slurm_stamp",
     "parse_elapsed",
 ]
-
-_DT = pl.Datetime("us", "UTC")
-
-JOBS_SCHEMA = pl.Schema(
-    {
-        "job_id": pl.String,
-        "array_job_id": pl.String,
-        "array_task_id": pl.Int64,
-        "het_job_id": pl.String,
-        "het_job_offset": pl.Int64,
-        "job_name": pl.String,
-        "user": pl.String,
-        "partition": pl.String,
-        "nodelist": pl.String,
-        "nodes": pl.List(pl.String),
-        "n_nodes": pl.Int64,
-        "gpus": pl.Int64,
-        "submit": _DT,
-        "start": _DT,
-        "end": _DT,
-        "elapsed_s": pl.Int64,
-        "state": pl.String,
-        "cancelled_by": pl.String,
-        "exit_code": pl.Int64,
-        "signal": pl.Int64,
-        "reason": pl.String,
-        "source": pl.String,
-        "line_no": pl.Int64,
-    }
-)
-
-STEPS_SCHEMA = pl.Schema(
-    {
-        "job_id": pl.String,
-        "step": pl.String,
-        "state": pl.String,
-        "exit_code": pl.Int64,
-        "signal": pl.Int64,
-        "start": _DT,
-        "end": _DT,
-        "nodelist": pl.String,
-        "source": pl.String,
-        "line_no": pl.Int64,
-    }
-)
-
-QUARANTINE_SCHEMA = pl.Schema(
-    {
-        "source": pl.String,
-        "line_no": pl.Int64,
-        "reason": pl.String,
-        "raw": pl.String,
-    }
-)
 
 #: Header names (lower-cased) this parser reads, mapped to internal field names.
 KNOWN_COLUMNS = {
@@ -273,8 +217,9 @@ def _quarantine_frame(df: pl.DataFrame, reason: pl.Expr, source: str) -> pl.Data
     return df.select(
         pl.lit(source, pl.String).alias("source"),
         pl.col("line_no").cast(pl.Int64),
-        reason.cast(pl.String).alias("reason"),
-        pl.col("raw").str.slice(0, RAW_LIMIT).alias("raw"),
+        pl.lit("sacct_bad_row", pl.String).alias("reason"),
+        reason.cast(pl.String).alias("detail"),
+        pl.col("raw").str.slice(0, RAW_LIMIT).alias("preview"),
     )
 
 
@@ -310,7 +255,7 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
 
     if content.height == 0:
         err = "empty file" if lines_read == 0 else "no content (only blank lines)"
-        return _result(_empty(JOBS_SCHEMA), _empty(STEPS_SCHEMA), _empty(QUARANTINE_SCHEMA), error=err)
+        return _result(_empty(SACCT_JOBS), _empty(SACCT_STEPS), _empty(QUARANTINE), error=err)
 
     # ---- header
     header_line = int(content["line_no"][0])
@@ -335,7 +280,7 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
             .otherwise(pl.lit(f"no usable sacct header in file (see line {header_line})"))
         )
         quar = _quarantine_frame(content, reason, source)
-        return _result(_empty(JOBS_SCHEMA), _empty(STEPS_SCHEMA), quar, names, error)
+        return _result(_empty(SACCT_JOBS), _empty(SACCT_STEPS), quar, names, error)
 
     col_index: dict[str, int] = {}
     for i, n in enumerate(lower):
@@ -467,7 +412,7 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
         source=pl.lit(source),
         line_no=pl.col("line_no"),
     )
-    steps = steps.select([pl.col(c).cast(t) for c, t in STEPS_SCHEMA.items()])
+    steps = steps.select([pl.col(c).cast(t) for c, t in SACCT_STEPS.items()])
 
     # ---- jobs
     jobs = ok.filter(~is_step)
@@ -517,6 +462,6 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
         source=pl.lit(source),
         line_no=pl.col("line_no"),
     )
-    jobs = jobs.select([pl.col(c).cast(t) for c, t in JOBS_SCHEMA.items()])
-    quar = quar.select([pl.col(c).cast(t) for c, t in QUARANTINE_SCHEMA.items()])
+    jobs = jobs.select([pl.col(c).cast(t) for c, t in SACCT_JOBS.items()])
+    quar = quar.select([pl.col(c).cast(t) for c, t in QUARANTINE.items()])
     return _result(jobs, steps, quar, names)

@@ -5,7 +5,7 @@ i.e. ``models/trained/`` of a source checkout), which is the only place faultlin
 model from. With ``--out DIR`` both files go to DIR for inspection; faultline will not load a
 model from there (see :mod:`faultline.classify.model`, "Loading and trust").
 
-Also runnable as ``python -m faultline.classify.train_cli [--out DIR]``.
+Also runnable as ``python -m faultline.commands.train [--out DIR]``.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def default_out() -> Path:
 
 def train_and_save(out: str | Path | None = None, *, cv: int = 5) -> dict:
     """Build the training set, train with ``cv``-fold cross-validation, save; the metadata."""
-    from . import model
-    from .training_data import build_training_set
+    from ..classify import model
+    from ..classify.training_data import build_training_set
 
     df = build_training_set()
     pipe, metrics = model.train(df["text"], df["label"], sources=df["source"], cv=cv)

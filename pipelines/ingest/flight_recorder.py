@@ -33,9 +33,10 @@ from typing import Any
 
 import polars as pl
 
+from ..schema import FLIGHT_SUMMARY
+
 __all__ = [
     "MAX_DUMP_BYTES",
-    "SUMMARY_SCHEMA",
     "FlightRecorderError",
     "FlightRecorderRefused",
     "load_dump",
@@ -49,19 +50,6 @@ __all__ = [
 MAX_DUMP_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 1_000_000
 
-SUMMARY_SCHEMA = pl.Schema(
-    {
-        "rank": pl.Int64,
-        "pg_id": pl.String,
-        "last_enqueued": pl.Int64,
-        "last_started": pl.Int64,
-        "last_completed": pl.Int64,
-        "last_entry_seq": pl.Int64,
-        "last_entry_name": pl.String,
-        "last_entry_state": pl.String,
-        "n_entries": pl.Int64,
-    }
-)
 
 _HOW_TO_EXPORT = (
     "Provide the JSON form instead: in the job, write "
@@ -360,13 +348,13 @@ def _str_or_none(v: Any) -> str | None:
 
 def summarize_dumps(dumps: Mapping[int, Mapping]) -> pl.DataFrame:
     """One row per rank (sorted by rank), for the default process group; see
-    ``SUMMARY_SCHEMA``. ``last_*`` come from ``pg_status`` (or, when a dump lacks it, from
+    ``FLIGHT_SUMMARY``. ``last_*`` come from ``pg_status`` (or, when a dump lacks it, from
     its entries); ``last_entry_*`` describe the entry with the highest
     ``collective_seq_id`` of that group; ``n_entries`` counts all entries."""
     # a rank outside int64 cannot be a real rank (fuzzing found one): such a dump is left out
     ranked = [(_as_int(r), d) for r, d in dumps.items()]
     rows = [_summarize_one(r, d) for r, d in sorted((rd for rd in ranked if rd[0] is not None), key=lambda rd: rd[0])]
-    return pl.DataFrame(rows, schema=SUMMARY_SCHEMA, orient="row") if rows else pl.DataFrame(schema=SUMMARY_SCHEMA)
+    return pl.DataFrame(rows, schema=FLIGHT_SUMMARY, orient="row") if rows else pl.DataFrame(schema=FLIGHT_SUMMARY)
 
 
 _METRICS = (

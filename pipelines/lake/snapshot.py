@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 
 from . import storage
-from .lake import DATA_FILE, warehouse_root
+from .files import DATA_FILE, warehouse_root
 
 SNAPSHOT_DIR = "snapshots"
 GRACE_ENV = "FAULTLINE_SNAPSHOT_GRACE_S"

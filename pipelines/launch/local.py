@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
-from . import lake_writer, run_plan, storage
-from .landing import Partition, discover
+from ..lake import writer as lake_writer, storage
+from . import plan as run_plan
+from ..ingest.landing import Partition, discover
 
 if TYPE_CHECKING:       # Dagster is imported where a run starts: planning and spawning need none of it
     import dagster as dg
@@ -65,22 +66,13 @@ _instance_cache: dict[tuple, dg.DagsterInstance] = {}
 
 
 def _lake_job(landing: str, warehouse: str, models_dir: str | None):
-    """The lake assets and checks as one job, resolved once per process (what
-    ``dg.materialize`` would rebuild and validate for every run)."""
-    import dagster as dg
-
-    from .defs.ingest.assets import LAKE_ASSETS
-    from .defs.ingest.checks import LAKE_CHECKS
-    from .defs.resources import LakeResource, LandingResource
+    """The lake job (``defs.ingest.lake_job``), resolved once per process."""
+    from ..defs.ingest.lake_job import build_lake_job
 
     key = (landing, warehouse, models_dir)
     if key not in _job_cache:
-        resources = {"landing": LandingResource(path=landing, models_dir=models_dir),
-                     "lake": LakeResource(warehouse=warehouse)}
-        defs = dg.Definitions(jobs=[dg.define_asset_job("faultline_lake")], assets=LAKE_ASSETS,
-                              asset_checks=LAKE_CHECKS, resources=resources)
         _job_cache.clear()
-        _job_cache[key] = defs.resolve_job_def("faultline_lake")
+        _job_cache[key] = build_lake_job(landing, warehouse, models_dir)
     return _job_cache[key]
 
 
@@ -89,7 +81,7 @@ def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.Dagster
     sorted, as ``batches`` ordered them): a range is read in the instance's order of keys."""
     import dagster as dg
 
-    from .defs.partitions import clusters as cluster_dim, dates as date_dim
+    from ..defs.partitions import clusters as cluster_dim, dates as date_dim
 
     if keys not in _instance_cache:
         instance = dg.DagsterInstance.ephemeral()
@@ -131,7 +123,7 @@ def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: 
     ``run_plan``): its ingest assets and checks. Also the body of a worker. ``instance``: the
     caller's (its keys registered here); else this process's instance for the batch's
     ``keys`` (default: ``run``'s own)."""
-    from .defs.partitions import range_tags, register
+    from ..defs.partitions import range_tags, register
 
     t1 = time.perf_counter()
     if instance is None:
@@ -158,7 +150,7 @@ def batches(parts: list[Partition], workers: int, instance: dg.DagsterInstance |
     instance of each worker's run registers them."""
     orders = (None, None)
     if instance is not None:
-        from .defs.partitions import key_orders, register
+        from ..defs.partitions import key_orders, register
 
         register(instance, parts)
         orders = key_orders(instance)
@@ -228,20 +220,17 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
     Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them,
     ``compaction``, and ``snapshot_error`` (why the views read the live files, or None)."""
-    from . import compact, warehouse as view_file
+    from ..lake import compact, views as view_file
 
     warehouse = str(storage.abspath(warehouse))
-    packed = compact.compact(warehouse)     # closed months, read-optimized (cheap when current)
-    extra = {"compaction": {"written": len(packed.written), "current": len(packed.current),
-                            "removed": len(packed.removed), "failed": packed.failed,
-                            "seconds": round(packed.seconds, 3)}}
     if not analytics:
-        report = view_file.build(warehouse)
-        return {**extra, "snapshot_error": report.snapshot_error}
+        packed, report = view_file.publish(warehouse)
+        return {"compaction": packed.summary(), "snapshot_error": report.snapshot_error}
+    extra = {"compaction": compact.compact(warehouse).summary()}  # out_analytics rebuilds the views
     import dagster as dg
 
-    from .defs.analytics.assets import out_analytics, out_report
-    from .defs.resources import LakeResource
+    from ..defs.analytics.assets import out_analytics, out_report
+    from ..defs.resources import LakeResource
 
     lake_resource = LakeResource(warehouse=warehouse)
 

@@ -45,15 +45,24 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from . import snapshot, storage
+from .compact import CompactReport, compact, compacted_months, usable
+from .sqltext import day_scan_sql, files_uniform, ident as _ident, quote_sql
 from .storage import ObjectPath
-from .lake import DATA_FILE, analytics_present, analytics_root, lake_root, sweep_temp_files, tables_present, temp_name
-from .tables import PARTITION
+from .files import (
+    DATA_FILE,
+    analytics_present,
+    analytics_root,
+    lake_root,
+    sweep_temp_files,
+    tables_present,
+    temp_name,
+)
+from ..schema import PARTITION
 
 if TYPE_CHECKING:
     from .compact import Usable
 
 DB_FILE = "faultline.duckdb"
-_DUCK_TYPES = {"provider": "VARCHAR", "cluster": "VARCHAR", "date": "DATE"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: where ``write_partition`` puts day files (``lake._table_files`` reads the same set)
 DAY_GLOB = f"provider=*/cluster=*/date=*/{DATA_FILE}"
@@ -85,23 +94,6 @@ def prepare(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike) -> Non
         con.execute("SET autoinstall_known_extensions = false")
         con.execute("SET autoload_known_extensions = false")
         storage.register(con, warehouse)
-
-
-def quote_sql(s: str) -> str:
-    """``s`` as a SQL string literal."""
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def day_scan_sql(files: str, uniform: bool) -> str:
-    """``read_parquet`` over day files (``files``: a quoted glob or a SQL list of paths),
-    with the partition columns from the hive path as VARCHAR, VARCHAR and DATE."""
-    hive = "{" + ", ".join(f"{quote_sql(c)}: {_DUCK_TYPES[c]}" for c in PARTITION) + "}"
-    union = "" if uniform else "union_by_name = true, "
-    return f"read_parquet({files}, hive_partitioning = true, {union}hive_types = {hive})"
 
 
 def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = False,
@@ -160,17 +152,6 @@ def uniform_schema(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,
     return files_uniform(con, quote_sql(_table_glob(warehouse, table)))
 
 
-def files_uniform(con: duckdb.DuckDBPyConnection, files: str) -> bool:
-    """Whether the Parquet files ``files`` (a quoted glob or a SQL list) all have the same
-    columns with the same types."""
-    n_files, n_cols, odd = con.execute(f"""
-        WITH s AS (SELECT file_name, name, type FROM parquet_schema({files})),
-             c AS (SELECT name, type, count(DISTINCT file_name) AS n FROM s GROUP BY ALL)
-        SELECT (SELECT count(DISTINCT file_name) FROM s), (SELECT count(*) FROM c),
-               (SELECT count(*) FROM c WHERE n <> (SELECT count(DISTINCT file_name) FROM s))""").fetchone()
-    return n_files > 0 and n_cols > 0 and odd == 0
-
-
 def sql_view_files() -> list[tuple[str, str]]:
     """``(name, text)`` of ``faultline.sql``'s ``views/*.sql``, in file-name order."""
     try:
@@ -205,7 +186,6 @@ def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, ta
     With ``snap``, the compacted files are linked into it first and judged by their links
     (a month recompacted meanwhile is judged by the file the view will read), then every
     day file they do not stand in for; the view reads the links only."""
-    from .compact import compacted_months, usable
 
     uniform = uniform_schema(con, warehouse, table)
     day_select = _day_select(warehouse, table, uniform)
@@ -283,6 +263,11 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
             snap.discard()           # no view file names it
     report.collected = snapshot.collect(warehouse)
     return report
+
+
+def publish(warehouse: str | os.PathLike) -> tuple[CompactReport, BuildReport]:
+    """Compact the lake's closed months, then rebuild the view file: what every batch ends with."""
+    return compact(warehouse), build(warehouse)
 
 
 def _lake_views(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .landing import Partition
+from ..ingest.landing import Partition
 
 #: a run's fixed cost, in partitions (0.33 s / 0.30 s, see the module docstring)
 RUN_COST = 1.1

@@ -39,16 +39,13 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import dagster as dg
 
-from . import storage
-from .landing import Partition
-from .runner import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
+from ..lake import storage
+from ..ingest.landing import Partition
+from .local import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
 
 JOB_PREFIX = "faultline_dask_ingest"
-#: the default instance lives only as long as the call: no step log capture (the local
-#: compute log manager starts two ``tail`` processes per step), no telemetry
-TEMP_INSTANCE = {"compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager",
-                                  "class": "NoOpComputeLogManager"},
-                 "telemetry": {"enabled": False}}
+#: the default instance lives only as long as the call: no telemetry
+TEMP_INSTANCE = {"telemetry": {"enabled": False}}
 
 
 def _register_sizeof() -> None:
@@ -61,10 +58,8 @@ def _register_sizeof() -> None:
         from dask.sizeof import sizeof
     except ImportError:         # dask not installed: nothing to teach
         return
-    from dagster._core.events import DagsterEvent
-
-    @sizeof.register(DagsterEvent)
-    def _event_size(event: DagsterEvent) -> int:
+    @sizeof.register(dg.DagsterEvent)
+    def _event_size(event: dg.DagsterEvent) -> int:
         try:
             return len(pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception:
@@ -74,41 +69,26 @@ def _register_sizeof() -> None:
 _register_sizeof()
 
 
-def _ingest_selection() -> dg.AssetSelection:
-    from .defs.jobs import INGEST_ASSETS
-    from .defs.warehouse.assets import out_warehouse
-
-    # the view file is rebuilt once by the caller, not by every run
-    return dg.AssetSelection.assets(*INGEST_ASSETS) - dg.AssetSelection.assets(out_warehouse)
-
-
 @functools.lru_cache(maxsize=32)    # a worker rebuilds it for every step it runs
 def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
                     run_id: str = "") -> dg.JobDefinition:
-    """The ingest assets and checks (less ``out_warehouse``) with ``dask_executor``, the
-    resources pointed at ``landing`` and ``warehouse``. Module level so that
+    """The lake job (``defs.ingest.lake_job``) with ``dask_executor``. Module level so that
     ``dg.build_reconstructable_job`` can name it; ``run_id`` only makes the job name unique."""
     from dagster_dask import dask_executor
 
-    from .defs.jobs import INGEST_ASSETS, INGEST_CHECKS
-    from .defs.resources import LakeResource, LandingResource
+    from ..defs.ingest.lake_job import build_lake_job
 
     name = f"{JOB_PREFIX}_{run_id}" if run_id else JOB_PREFIX
-    job = dg.define_asset_job(name, selection=_ingest_selection(), executor_def=dask_executor,
-                              description="Ingest landing partitions on a Dask cluster.")
-    defs = dg.Definitions(
-        assets=INGEST_ASSETS, asset_checks=INGEST_CHECKS, jobs=[job],
-        resources={"landing": LandingResource(path=landing, models_dir=models_dir),
-                   "lake": LakeResource(warehouse=warehouse)})
-    return defs.resolve_job_def(name)
+    return build_lake_job(landing, warehouse, models_dir, name=name, executor_def=dask_executor,
+                          description="Ingest landing partitions on a Dask cluster.")
 
 
 def location_job(name: str = "ingest_job") -> dg.JobDefinition:
     """A job of the code location (``definitions.defs``), for
-    ``dg.build_reconstructable_job("faultline.scaleout", "location_job")``: how a script runs
+    ``dg.build_reconstructable_job("faultline.launch.dask", "location_job")``: how a script runs
     ``ingest_job`` with its default (multiprocess) executor outside ``dg dev``. Its resources
     come from ``FAULTLINE_LANDING``/``FAULTLINE_WAREHOUSE``, which step processes inherit."""
-    from .definitions import defs
+    from ..definitions import defs
 
     return defs().resolve_job_def(name)
 
@@ -134,7 +114,7 @@ def _dask_run(landing: str, warehouse: str, models_dir: str | None, address: str
               instance_ref) -> tuple[list[dict], Counter]:
     """One Dagster run over ``run`` whose steps are Dask tasks; returns the per-partition
     stats and {pid: steps} of the processes that ran its steps."""
-    from .defs.partitions import range_tags
+    from ..defs.partitions import range_tags
 
     t1 = time.perf_counter()
     run_id = uuid.uuid4().hex[:16]

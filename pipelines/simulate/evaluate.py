@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 from sklearn.metrics import f1_score
 
-from .. import lake
-from ..simulate.truth import MANIFESTED_MIN_FAULTS, lemon_fault_counts
+from ..lake import files as lake
+from .truth import MANIFESTED_MIN_FAULTS, lemon_fault_counts
 
 HARDWARE = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "network", "host", "storage", "thermal_power")
 FLOORS = {"root_cause_macro_f1": 0.90, "unknown_share": 0.05, "culprit_top1_hw_net": 0.90,

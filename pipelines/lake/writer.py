@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import lake
+from . import files as lake
 from .storage import ObjectPath
 
 #: frames remembered per process, by estimated size (the oldest are dropped first)

@@ -26,7 +26,7 @@ import polars as pl
 
 from . import storage
 from .storage import ObjectPath
-from .tables import PARTITION, SORT_KEYS, TABLES, conform
+from ..schema import PARTITION, SORT_KEYS, TABLES, conform
 
 DATA_FILE = "data.parquet"
 TMP_MARK = ".tmp-"

@@ -28,7 +28,7 @@ import duckdb
 import polars as pl
 
 from . import storage as _storage
-from . import warehouse as _warehouse
+from . import views as _warehouse
 
 TYPES = ("text", "int", "float", "bool", "date")
 _HEADER = re.compile(r"^--\s*(name|description|param)\s*:\s*(.*?)\s*$")

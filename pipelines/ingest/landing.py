@@ -20,8 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
-from . import storage
-from .storage import ObjectPath
+from ..lake import storage
+from ..lake.storage import ObjectPath
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
