@@ -3,6 +3,7 @@ processes like the pipeline's, with no Dagster and no lake writes. Prints one JS
 
     python bench/bare_parse.py LANDING [--workers N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,12 @@ def parse_one(landing: str, provider: str, cluster: str, date: str) -> dict:
     if _RS is None:
         _RS = load_ruleset()
     t = ingest_partition(landing, provider, cluster, date, _RS)
-    return {"files": t.audit.height, "lines": int(t.audit["lines_read"].sum()),
-            "bytes": int(t.audit["bytes"].sum()), "events": t.kernel_events.height + t.job_events.height}
+    return {
+        "files": t.audit.height,
+        "lines": int(t.audit["lines_read"].sum()),
+        "bytes": int(t.audit["bytes"].sum()),
+        "events": t.kernel_events.height + t.job_events.height,
+    }
 
 
 def per_partition(fn, jobs: list[tuple], workers: int) -> tuple[list, int]:
@@ -56,4 +61,5 @@ if __name__ == "__main__":
     ap.add_argument("--workers", type=int, default=None, help="default: FAULTLINE_WORKERS, else the CPU count (max 8)")
     a = ap.parse_args()
     from faultline.launch.local import default_workers
+
     print(json.dumps(bare_parse(os.path.abspath(a.landing), a.workers or default_workers())))

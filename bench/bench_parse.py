@@ -5,6 +5,7 @@
 
 All contenders run on the same generated file in the same run; ratios are what count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,25 +32,30 @@ def ere_prefilter() -> str:
 
 def time_grep(path: str, pattern: str) -> tuple[float, int]:
     t = time.perf_counter()
-    out = subprocess.run(["grep", "-cE", pattern, path], env={**os.environ, "LC_ALL": "C"},
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["grep", "-cE", pattern, path], env={**os.environ, "LC_ALL": "C"}, capture_output=True, text=True
+    )
     return time.perf_counter() - t, int(out.stdout.strip() or 0)
 
 
 def parse_timed(path: str) -> dict:
     """faultline's hot path on one file, in this process: seconds, lines, events."""
     import datetime as dt
+
     from faultline.ingest.parse import SourceContext, parse_file
+
     t = time.perf_counter()
     r = parse_file(path, SourceContext(source="bench", kind="kernel", ref_date=dt.date(2026, 11, 24), node="n"))
     s = time.perf_counter() - t
     from measure import self_hwm
+
     return {"s": s, "lines": r.lines_read, "events": len(r.events), "balanced": r.balanced, "hwm": self_hwm()}
 
 
 def time_faultline(path: str) -> dict:
     """Run the hot path in a child process so its peak RSS is its own."""
     from measure import run
+
     m = run([sys.executable, os.path.abspath(__file__), "--parse-child", path])
     res = m.json()
     return {**res, "rss_mb": res["hwm"] / 2**20}
@@ -106,7 +112,7 @@ def main() -> None:
         print(f"generated {os.path.getsize(path) / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s")
     size = os.path.getsize(path)
     try:
-        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
         g_s, g_n = time_grep(path, ere_prefilter())
         f = time_faultline(path)
         n_s, n_read = time_naive(path, a.naive_mb << 20)
@@ -123,12 +129,16 @@ def main() -> None:
     for k, (_s, v) in rows.items():
         print(f"{k:28} {v:8.0f}")
     fl = rows["faultline parse+classify"][1]
-    ratios = {"faultline / grep": fl / rows["grep -cE prefilter"][1],
-              "faultline / python loop": fl / rows["python per-line loop"][1]}
+    ratios = {
+        "faultline / grep": fl / rows["grep -cE prefilter"][1],
+        "faultline / python loop": fl / rows["python per-line loop"][1],
+    }
     for k, v in ratios.items():
         print(f"{k:28} {v:8.2f}x")
-    print(f"{'faultline peak RSS':28} {f['rss_mb']:8.0f} MiB   lines={f['lines']} events={f['events']} "
-          f"balanced={f['balanced']} grep_matches={g_n}")
+    print(
+        f"{'faultline peak RSS':28} {f['rss_mb']:8.0f} MiB   lines={f['lines']} events={f['events']} "
+        f"balanced={f['balanced']} grep_matches={g_n}"
+    )
     if a.json:
         with open(a.json, "w") as out:
             json.dump({"mb": mb, **{k: v[1] for k, v in rows.items()}, **ratios, "rss_mb": f["rss_mb"]}, out, indent=1)

@@ -5,6 +5,7 @@ JSON line (seconds, bytes and lines it covered).
     python bench/contenders.py naive FILE MAX_BYTES    # per-line Python regex loop
     python bench/contenders.py drain3 FILE MAX_LINES   # Drain3 template mining (default config)
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ from measure import self_hwm  # noqa: E402
 def drain3_loop(path: str, max_lines: int) -> dict:
     """Every line (up to ``max_lines``) through Drain3's ``TemplateMiner`` with its default
     configuration and no persistence: the usual open-source log parser."""
-    logging.disable(logging.WARNING)           # "config file not found, using defaults"
+    logging.disable(logging.WARNING)  # "config file not found, using defaults"
     from drain3 import TemplateMiner
 
     miner = TemplateMiner()
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> None:
         res = drain3_loop(path, int(argv[2]))
     else:
         raise SystemExit(f"unknown contender {kind!r} (parse, naive, drain3)")
-    res["hwm"] = self_hwm()           # this process's own peak RSS (VmHWM)
+    res["hwm"] = self_hwm()  # this process's own peak RSS (VmHWM)
     print(json.dumps(res))
 
 

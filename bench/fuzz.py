@@ -10,6 +10,7 @@ inside the file, and (a batch of files parsed together) each file's result equal
 result of parsing it alone. Failing inputs are saved under ``--out`` to be replayed. Prints
 a summary table; exits 1 when anything failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,9 @@ from pathlib import Path
 import zstandard
 
 from faultline.classify.ruleset import load_ruleset
-from faultline.ingest.reader import physical_lines
 from faultline.ingest.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
+from faultline.ingest.reader import physical_lines
 from faultline.ingest.sacct import parse_sacct
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ JOB_SEEDS = [
     "node-a01:20412:20533 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.1.2.3<51234> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
     "[rank3]:[E1124 03:24:07.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88214, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600032 milliseconds before timing out.",
     "[rank3]:Traceback (most recent call last):",
-    "[rank3]:  File \"/workspace/train.py\", line 211, in <module>",
+    '[rank3]:  File "/workspace/train.py", line 211, in <module>',
     "[rank3]:    loss.backward()",
     "[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 139.81 GiB",
@@ -88,10 +89,18 @@ SACCT_SEEDS = [
     "12347+0|het|carol|gpu|None assigned|1|billing=8|2026-11-24T04:00:00|Unknown|Unknown|00:00:00|PENDING|0:0|Resources",
     "12348_[1-3%2]|arr|dave|gpu|gpu-b[001-004,010]|5||2026-11-24T04:00:00|Unknown|Unknown|INVALID|PENDING|0:0|Priority",
 ]
-FR_SEED = {"version": "2.4", "rank": 0, "pg_config": {"0": {"desc": "default_pg"}},
-           "pg_status": {"0": {"last_enqueued_collective": 11, "last_started_collective": 11, "last_completed_collective": 10}},
-           "entries": [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "completed", "pg_id": "0"}
-                       for s in range(8, 12)]}
+FR_SEED = {
+    "version": "2.4",
+    "rank": 0,
+    "pg_config": {"0": {"desc": "default_pg"}},
+    "pg_status": {
+        "0": {"last_enqueued_collective": 11, "last_started_collective": 11, "last_completed_collective": 10}
+    },
+    "entries": [
+        {"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "completed", "pg_id": "0"}
+        for s in range(8, 12)
+    ],
+}
 
 
 def load_seeds() -> tuple[list[bytes], list[bytes], list[bytes]]:
@@ -99,6 +108,7 @@ def load_seeds() -> tuple[list[bytes], list[bytes], list[bytes]]:
     kernel = [s.encode() for s in KERNEL_SEEDS]
     try:
         import yaml
+
         cases = yaml.safe_load((ROOT / "tests" / "fixtures" / "classify_cases.yaml").read_text())["cases"]
         kernel += [c["line"].encode() for c in cases if isinstance(c.get("line"), str)]
     except (OSError, ImportError, KeyError, TypeError):
@@ -129,32 +139,33 @@ class Mutator:
         if not ln:
             return bytes(r.randrange(256) for _ in range(r.randrange(1, 20)))
         i = r.randrange(len(ln))
-        if op == 0:                                   # bit flips
+        if op == 0:  # bit flips
             b = bytearray(ln)
             for _ in range(r.randint(1, 4)):
                 j = r.randrange(len(b))
                 b[j] ^= 1 << r.randrange(8)
             return bytes(b)
         if op == 1:
-            return ln[:i]                             # truncated
+            return ln[:i]  # truncated
         if op == 2:
             return ln[:i] + b"\x00" * r.choice([1, 7, 512, 4096]) + ln[i:]
         if op == 3:
             return ln[:i] + b"\r" + ln[i:]
         if op == 4:
             return ln[:i] + r.choice(INVALID_UTF8) + ln[i:]
-        if op == 5:                                   # mixed prefixes: head of one line, tail of another
+        if op == 5:  # mixed prefixes: head of one line, tail of another
             other = r.choice(self.all_lines)
-            return ln[:i] + other[r.randrange(len(other) + 1):]
+            return ln[:i] + other[r.randrange(len(other) + 1) :]
         if op == 6:
             return ln[:i] + bytes(r.randrange(256) for _ in range(r.randint(1, 32))) + ln[i:]
         if op == 7:
-            return ln[:i] + b"\x1f" + ln[i:]          # the line splitter's separator byte
+            return ln[:i] + b"\x1f" + ln[i:]  # the line splitter's separator byte
         if op == 8:
             return ln[:i] + r.choice([b"9" * 40, b"-1", b"99999999999999999999", b"0" * 19]) + ln[i:]
-        if op == 9:                                   # impossible dates and years
-            return (ln.replace(b"Nov 24", r.choice([b"Feb 30", b"Dec 31", b"Jan  1", b"Xyz 99"]))
-                    .replace(b"2026", r.choice([b"0000", b"9999", b"1969", b"2027"])))
+        if op == 9:  # impossible dates and years
+            return ln.replace(b"Nov 24", r.choice([b"Feb 30", b"Dec 31", b"Jan  1", b"Xyz 99"])).replace(
+                b"2026", r.choice([b"0000", b"9999", b"1969", b"2027"])
+            )
         if op == 10:
             return ln[:i] + b"|" * r.randint(1, 20) + ln[i:]
         if op == 11:
@@ -174,7 +185,7 @@ class Mutator:
             if lines:
                 j = r.randrange(len(lines))
                 lines[j] = self.line(lines[j])
-        if lines and r.random() < 0.003:              # now and then a line past the 1 MiB limit (slow)
+        if lines and r.random() < 0.003:  # now and then a line past the 1 MiB limit (slow)
             j = r.randrange(len(lines))
             lines[j] = lines[j] + b"A" * r.choice([(1 << 20) + 1, 3 << 20])
         sep = r.choice([b"\n"] * 6 + [b"\r\n", b"\r", b"\n\n"])
@@ -205,7 +216,7 @@ def check_result(res, data: bytes | None) -> list[str]:
     problems = []
     if not res.balanced:
         problems.append("imbalance")
-    magic = data is not None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd"))   # sniffed as an archive
+    magic = data is not None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd"))  # sniffed as an archive
     if data is not None and not magic and res.lines_read != physical_lines(data):
         problems.append("line_count")
     ln = res.events["line_no"].to_list()
@@ -217,9 +228,14 @@ def check_result(res, data: bytes | None) -> list[str]:
 
 
 def signature(res) -> tuple:
-    return (res.lines_read, res.event_lines, res.benign, res.quarantined,
-            tuple(res.events.select("line_no", "category", "line_count").rows()),
-            tuple(res.quarantine.select("line_no", "reason").rows()))
+    return (
+        res.lines_read,
+        res.event_lines,
+        res.benign,
+        res.quarantined,
+        tuple(res.events.select("line_no", "category", "line_count").rows()),
+        tuple(res.quarantine.select("line_no", "reason").rows()),
+    )
 
 
 class Stats:
@@ -245,8 +261,11 @@ class Stats:
 
     @property
     def failures(self) -> int:
-        return sum(c[k] for c in self.c.values() for k in
-                   ("exceptions", "imbalance", "line_count", "order", "event_lines", "batch_mismatch"))
+        return sum(
+            c[k]
+            for c in self.c.values()
+            for k in ("exceptions", "imbalance", "line_count", "order", "event_lines", "batch_mismatch")
+        )
 
 
 def save(out: Path, kind: str, data: bytes, note: str) -> None:
@@ -268,17 +287,23 @@ def fuzz_logs(rng, mut, seeds, stats, out, work: Path, rs, batch: int) -> None:
         path.write_bytes(data)
         ref = rng.choice([dt.date(2026, 11, 24), dt.date(2026, 12, 31), dt.date(2027, 1, 1)])
         boots = [dt.datetime(2026, 11, 24, 0, 47, 15, tzinfo=dt.timezone.utc)] if rng.random() < 0.3 else None
-        ctx = SourceContext(source=path.name, kind=kind, ref_date=ref, node="node-a17" if kind == "kernel" else None,
-                            job_id="12345" if kind == "job" else None, boots=boots)
+        ctx = SourceContext(
+            source=path.name,
+            kind=kind,
+            ref_date=ref,
+            node="node-a17" if kind == "kernel" else None,
+            job_id="12345" if kind == "job" else None,
+            boots=boots,
+        )
         items.append((path, ctx))
         raw.append((kind, data, doc if suffix == ".log" else None))
     try:
         results = parse_files(items, rs)
-    except Exception:                                     # noqa: BLE001 - find the file that did it
+    except Exception:  # noqa: BLE001 - find the file that did it
         for (path, ctx), (kind, data, _) in zip(items, raw):
             try:
                 parse_files([(path, ctx)], rs)
-            except Exception:                             # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 stats.add(kind, "exceptions")
                 save(out, kind, data, traceback.format_exc())
         return
@@ -288,9 +313,14 @@ def fuzz_logs(rng, mut, seeds, stats, out, work: Path, rs, batch: int) -> None:
         stats.add(kind, "lines", res.lines_read)
         for p in check_result(res, doc):
             stats.add(kind, p)
-            save(out, kind, data, f"{p}: lines_read={res.lines_read} event_lines={res.event_lines} "
-                                  f"benign={res.benign} quarantined={res.quarantined} expected_lines="
-                                  f"{physical_lines(doc) if doc is not None else '?'}")
+            save(
+                out,
+                kind,
+                data,
+                f"{p}: lines_read={res.lines_read} event_lines={res.event_lines} "
+                f"benign={res.benign} quarantined={res.quarantined} expected_lines="
+                f"{physical_lines(doc) if doc is not None else '?'}",
+            )
         if single:
             alone = parse_files([(path, ctx)], rs)[0]
             if signature(alone) != signature(res):
@@ -301,7 +331,7 @@ def fuzz_logs(rng, mut, seeds, stats, out, work: Path, rs, batch: int) -> None:
 def fuzz_sacct(rng, mut, seeds, stats, out) -> None:
     lines = [seeds[0]] + [rng.choice(seeds[1:]) for _ in range(rng.randint(0, 60))]
     if rng.random() < 0.1:
-        lines = lines[1:]                                 # no header
+        lines = lines[1:]  # no header
     for _ in range(rng.randint(0, 10)):
         j = rng.randrange(len(lines)) if lines else 0
         if lines:
@@ -311,7 +341,7 @@ def fuzz_sacct(rng, mut, seeds, stats, out) -> None:
     stats.add("sacct", "cases")
     try:
         res = parse_sacct(data)
-    except Exception:                                     # noqa: BLE001
+    except Exception:  # noqa: BLE001
         stats.add("sacct", "exceptions")
         save(out, "sacct", data, traceback.format_exc())
         return
@@ -341,8 +371,23 @@ def random_json(rng: random.Random, depth: int = 0):
         return str(rng.randrange(-5, 20))
     if pick == 6:
         return [random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
-    return {rng.choice(["0", "1", "rank", "entries", "pg_status", "state", "collective_seq_id", "pg_id",
-                        "last_completed_collective", "desc"]): random_json(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return {
+        rng.choice(
+            [
+                "0",
+                "1",
+                "rank",
+                "entries",
+                "pg_status",
+                "state",
+                "collective_seq_id",
+                "pg_id",
+                "last_completed_collective",
+                "desc",
+            ]
+        ): random_json(rng, depth + 1)
+        for _ in range(rng.randrange(4))
+    }
 
 
 def mutate_dump(rng: random.Random) -> dict:
@@ -379,7 +424,7 @@ def fuzz_flight_recorder(rng, mut, stats, out) -> None:
         dump = load_dump(doc)
     except FlightRecorderError:
         return
-    except Exception:                                     # noqa: BLE001
+    except Exception:  # noqa: BLE001
         stats.add("flight_recorder", "exceptions")
         save(out, "flight_recorder", doc, traceback.format_exc())
         return
@@ -387,7 +432,7 @@ def fuzz_flight_recorder(rng, mut, stats, out) -> None:
     rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else 0
     try:
         summarize_dumps({rank: dump})
-    except Exception:                                     # noqa: BLE001
+    except Exception:  # noqa: BLE001
         stats.add("flight_recorder", "exceptions")
         save(out, "flight_recorder", doc, "summarize_dumps: " + traceback.format_exc())
 
@@ -397,8 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=None, help="default: random (printed)")
     ap.add_argument("--batch", type=int, default=8, help="files per parse_files call")
-    ap.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "faultline-fuzz"),
-                    help="where failing inputs are saved")
+    ap.add_argument(
+        "--out", default=os.path.join(tempfile.gettempdir(), "faultline-fuzz"), help="where failing inputs are saved"
+    )
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -406,8 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     mut = Mutator(rng, kernel, job)
     rs = load_ruleset()
     stats, out = Stats(), Path(args.out)
-    print(f"fuzzing for {args.seconds:.0f} s, seed {seed}, {len(kernel)} kernel / {len(job)} job / "
-          f"{len(sacct)} sacct seed lines; failing inputs go to {out}", flush=True)
+    print(
+        f"fuzzing for {args.seconds:.0f} s, seed {seed}, {len(kernel)} kernel / {len(job)} job / "
+        f"{len(sacct)} sacct seed lines; failing inputs go to {out}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="faultline-fuzz-") as tmp:
         work = Path(tmp)

@@ -3,6 +3,7 @@ view file) without the analytics and the report. Prints one JSON line.
 
     python bench/ingest_only.py LANDING WAREHOUSE [--workers N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,5 +20,13 @@ if __name__ == "__main__":
 
     t0 = time.perf_counter()
     s = run_pipeline(a.landing, a.warehouse, analytics=False, workers=a.workers)
-    print(json.dumps({"partitions": s["partitions"], "files": s["files"], "lines": s["lines"],
-                      "seconds": time.perf_counter() - t0}))
+    print(
+        json.dumps(
+            {
+                "partitions": s["partitions"],
+                "files": s["files"],
+                "lines": s["lines"],
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+    )

@@ -9,6 +9,7 @@ which reads its own ``/proc/self/io`` after reaping the command; the kernel adds
 child's I/O counters (and those of the children it reaped) to its parent's, so ``rchar`` is
 the read() bytes of the whole tree: files, pipes between processes and imports alike.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -33,7 +33,7 @@ def _children_map() -> dict[int, list[int]]:
         except OSError:
             continue
         # the command name may hold spaces and parentheses: the fields start after the last ')'
-        rest = stat[stat.rfind(b")") + 2:].split()
+        rest = stat[stat.rfind(b")") + 2 :].split()
         if len(rest) > 1:
             kids.setdefault(int(rest[1]), []).append(int(name))
     return kids
@@ -82,8 +82,9 @@ class TreeSampler:
     """Peak of the summed RSS of ``pid``'s tree (``pid`` itself too unless ``skip_root``), and
     the largest VmHWM any process of the tree reached (``max_hwm``)."""
 
-    def __init__(self, pid: int, interval: float = 0.2, skip_root: bool = False, hwm_exe: str | None = None,
-                 tree: bool = True):
+    def __init__(
+        self, pid: int, interval: float = 0.2, skip_root: bool = False, hwm_exe: str | None = None, tree: bool = True
+    ):
         self.pid, self.interval, self.skip_root, self.hwm_exe = pid, interval, skip_root, hwm_exe
         self.tree = tree
         self.peak = 0
@@ -112,7 +113,7 @@ class TreeSampler:
             self._sample()
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "TreeSampler":
+    def __enter__(self) -> TreeSampler:
         self._thread.start()
         return self
 
@@ -128,9 +129,9 @@ class Measured:
     rc: int
     stdout: str
     stderr: str
-    peak_rss: int                 # bytes: peak of the sampled tree sum
-    maxrss: int                   # bytes: the largest VmHWM sampled in the tree (one process's peak)
-    rchar: int | None = None      # bytes: read() bytes of the tree (with io=True)
+    peak_rss: int  # bytes: peak of the sampled tree sum
+    maxrss: int  # bytes: the largest VmHWM sampled in the tree (one process's peak)
+    rchar: int | None = None  # bytes: read() bytes of the tree (with io=True)
     extra: dict = field(default_factory=dict)
 
     def json(self) -> dict:
@@ -138,9 +139,18 @@ class Measured:
         return json.loads(self.stdout.strip().splitlines()[-1])
 
 
-def run(cmd: list[str], *, env: dict | None = None, io: bool = False, interval: float = 0.2,
-        check: bool = True, cwd: str | None = None, stderr_to: int | None = None,
-        hwm_exe: str | None = None, tree: bool = True) -> Measured:
+def run(
+    cmd: list[str],
+    *,
+    env: dict | None = None,
+    io: bool = False,
+    interval: float = 0.2,
+    check: bool = True,
+    cwd: str | None = None,
+    stderr_to: int | None = None,
+    hwm_exe: str | None = None,
+    tree: bool = True,
+) -> Measured:
     """Run ``cmd``; with ``io`` it runs under the wrapper so the tree's ``rchar`` is known
     (the wrapper's own RSS is left out of the sum; it is not part of the measured command).
     ``hwm_exe``: count only processes running that executable in ``maxrss`` (so the instant
@@ -151,18 +161,24 @@ def run(cmd: list[str], *, env: dict | None = None, io: bool = False, interval: 
     full = list(cmd)
     if io:
         import tempfile
+
         fd, io_file = tempfile.mkstemp(prefix="fl_bench_io_", suffix=".json")
         os.close(fd)
         full = [sys.executable, os.path.abspath(__file__), "--io-out", io_file, "--", *cmd]
     t = time.perf_counter()
-    proc = subprocess.Popen(full, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE if stderr_to is None else stderr_to, text=True)
+    proc = subprocess.Popen(
+        full,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr_to is None else stderr_to,
+        text=True,
+    )
     with TreeSampler(proc.pid, interval, skip_root=io, hwm_exe=hwm_exe, tree=tree) as sampler:
         out_box: dict[str, str] = {}
         readers = [threading.Thread(target=lambda: out_box.__setitem__("out", proc.stdout.read()), daemon=True)]
         if proc.stderr is not None:
-            readers.append(threading.Thread(target=lambda: out_box.__setitem__("err", proc.stderr.read()),
-                                            daemon=True))
+            readers.append(threading.Thread(target=lambda: out_box.__setitem__("err", proc.stderr.read()), daemon=True))
         for r in readers:
             r.start()
         _, status, _usage = os.wait4(proc.pid, 0)
@@ -182,8 +198,16 @@ def run(cmd: list[str], *, env: dict | None = None, io: bool = False, interval: 
             pass
         finally:
             os.unlink(io_file)
-    m = Measured(list(cmd), wall, proc.returncode, out_box.get("out", ""), out_box.get("err", ""),
-                 sampler.peak, sampler.max_hwm, rchar)
+    m = Measured(
+        list(cmd),
+        wall,
+        proc.returncode,
+        out_box.get("out", ""),
+        out_box.get("err", ""),
+        sampler.peak,
+        sampler.max_hwm,
+        rchar,
+    )
     if check and m.rc != 0:
         raise RuntimeError(f"command failed (exit {m.rc}): {' '.join(cmd)}\n{m.stderr[-4000:]}")
     return m
@@ -200,8 +224,8 @@ def _read_io() -> dict[str, int]:
 
 def _wrapper(argv: list[str]) -> int:
     io_out = argv[argv.index("--io-out") + 1]
-    cmd = argv[argv.index("--") + 1:]
-    before = _read_io()["rchar"]            # the wrapper's own start-up reads, left out
+    cmd = argv[argv.index("--") + 1 :]
+    before = _read_io()["rchar"]  # the wrapper's own start-up reads, left out
     rc = subprocess.call(cmd)
     after = _read_io()["rchar"]
     with open(io_out, "w") as f:
@@ -233,9 +257,14 @@ def machine() -> dict:
         load = os.getloadavg()
     except OSError:
         load = (0.0, 0.0, 0.0)
-    return {"cpus": os.cpu_count() or 1, "cpu_model": model, "ram_bytes": ram,
-            "kernel": platform.release(), "python": platform.python_version(),
-            "loadavg_at_start": [round(x, 2) for x in load]}
+    return {
+        "cpus": os.cpu_count() or 1,
+        "cpu_model": model,
+        "ram_bytes": ram,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg_at_start": [round(x, 2) for x in load],
+    }
 
 
 if __name__ == "__main__":

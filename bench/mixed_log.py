@@ -3,6 +3,7 @@
 Vectorized: numpy picks templates and fields, polars formats whole columns; ~0.1% of
 lines are failure lines, the rest is the benign noise real logs are made of.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ BENIGN = [
     "pcieport 0000:16:02.0: AER: Corrected error received: 0000:17:00.0",
     "NVRM: GPU at PCI:0000:3b:00: GPU-1b9c2f7e-5d1a-4c55-9e2b-{n}",
     "EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode. Quota mode: none.",
-    "audit: type=1400 audit({n}.123:{n}): apparmor=\"STATUS\" operation=\"profile_load\" name=\"nvidia_modprobe\"",
+    'audit: type=1400 audit({n}.123:{n}): apparmor="STATUS" operation="profile_load" name="nvidia_modprobe"',
     "IPv6: ADDRCONF(NETDEV_CHANGE): ib0: link becomes ready",
 ]
 # NCCL INFO floods and training progress dominate; corrected AER spam is rarer
@@ -65,20 +66,28 @@ def generate(path: str, target_bytes: int, *, seed: int = 0, fault_rate: float =
             is_fault = rng.random(n) < fault_rate
             b_idx = rng.choice(len(BENIGN), n, p=BENIGN_WEIGHTS)
             t_idx = np.where(is_fault, rng.integers(0, len(FAULTS), n), b_idx)
-            templates = np.where(is_fault, np.array(FAULTS, dtype=object)[t_idx % len(FAULTS)],
-                                 np.array(BENIGN, dtype=object)[t_idx % len(BENIGN)])
+            templates = np.where(
+                is_fault,
+                np.array(FAULTS, dtype=object)[t_idx % len(FAULTS)],
+                np.array(BENIGN, dtype=object)[t_idx % len(BENIGN)],
+            )
             secs = np.sort(rng.integers(0, 86_400_000_000, n))
-            df = pl.DataFrame({
-                "tpl": pl.Series(templates.astype(str)),
-                "n": rng.integers(1000, 99999, n), "d": rng.integers(0, 8, n),
-                "us": secs,
-            }).with_columns(ts=pl.lit(start) + pl.duration(microseconds=pl.col("us")),
-                            mono=pl.col("us") / 1e6 + 1234.5)
+            df = pl.DataFrame(
+                {
+                    "tpl": pl.Series(templates.astype(str)),
+                    "n": rng.integers(1000, 99999, n),
+                    "d": rng.integers(0, 8, n),
+                    "us": secs,
+                }
+            ).with_columns(ts=pl.lit(start) + pl.duration(microseconds=pl.col("us")), mono=pl.col("us") / 1e6 + 1234.5)
             fmt = fmts[chunk_no % len(fmts)]
-            msg = (pl.col("tpl").str.replace_all("{host}", host, literal=True)
-                   .str.replace_all("{n}", pl.col("n").cast(pl.String), literal=True)
-                   .str.replace_all("{d2}", pl.col("d").cast(pl.String).str.pad_start(2, "0"), literal=True)
-                   .str.replace_all("{d}", pl.col("d").cast(pl.String), literal=True))
+            msg = (
+                pl.col("tpl")
+                .str.replace_all("{host}", host, literal=True)
+                .str.replace_all("{n}", pl.col("n").cast(pl.String), literal=True)
+                .str.replace_all("{d2}", pl.col("d").cast(pl.String).str.pad_start(2, "0"), literal=True)
+                .str.replace_all("{d}", pl.col("d").cast(pl.String), literal=True)
+            )
             lines = df.select(_prefix(fmt, pl.col("ts"), pl.col("mono"), host) + msg)
             data = ("\n".join(lines.to_series().to_list()) + "\n").encode()
             out.write(data)

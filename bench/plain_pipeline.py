@@ -9,6 +9,7 @@ be told apart from the lake's. Prints one JSON line.
 The steps call the same plain-Python functions as the assets in ``pipelines/defs/ingest``
 (no Dagster import anywhere in this process tree).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,11 @@ def run(landing: str, warehouse: str, parts: list) -> list[dict]:
     ``core_inventory``, ``core_events``, ``core_jobs`` and the reads of ``lines_balanced``,
     ``lake_schema`` and ``lake_fresh``, each over every partition of the run, in that order."""
     global _RS
-    from faultline.lake import files as lake, writer as lake_writer
-    from faultline.ingest import landing as landing_mod
     from faultline.classify.ruleset import load_ruleset
+    from faultline.ingest import landing as landing_mod
     from faultline.ingest import partition as ingest
+    from faultline.lake import files as lake
+    from faultline.lake import writer as lake_writer
 
     if _RS is None:
         _RS = load_ruleset()
@@ -41,9 +43,18 @@ def run(landing: str, warehouse: str, parts: list) -> list[dict]:
     with lake_writer.PartitionWriter(warehouse) as out:
         for key in keys:
             t = ingest.ingest_partition(landing, *key, _RS)
-            out.write({"raw_kernel_events": t.kernel_events, "raw_job_events": t.job_events,
-                       "raw_slurm_jobs": t.jobs, "steps": t.steps, "flight_recorder": t.flight,
-                       "ingest_audit": t.audit, "quarantine": t.quarantine}, *key)
+            out.write(
+                {
+                    "raw_kernel_events": t.kernel_events,
+                    "raw_job_events": t.job_events,
+                    "raw_slurm_jobs": t.jobs,
+                    "steps": t.steps,
+                    "flight_recorder": t.flight,
+                    "ingest_audit": t.audit,
+                    "quarantine": t.quarantine,
+                },
+                *key,
+            )
             stats.append({"files": t.audit.height, "lines": int(t.audit["lines_read"].sum())})
     inv = landing_mod.read_inventory(landing)
     with lake_writer.PartitionWriter(warehouse) as out:
@@ -55,12 +66,28 @@ def run(landing: str, warehouse: str, parts: list) -> list[dict]:
             out.write({"events": ingest.core_events(read("raw_kernel_events", key), read("raw_job_events", key))}, *key)
     with lake_writer.PartitionWriter(warehouse) as out:
         for key in keys:
-            out.write({"jobs": ingest.core_jobs(read("raw_slurm_jobs", key), read("steps", key),
-                                                read("flight_recorder", key))}, *key)
+            out.write(
+                {
+                    "jobs": ingest.core_jobs(
+                        read("raw_slurm_jobs", key), read("steps", key), read("flight_recorder", key)
+                    )
+                },
+                *key,
+            )
     for part, key in zip(parts, keys):
         read("ingest_audit", key)
-        for table in ("raw_kernel_events", "raw_job_events", "raw_slurm_jobs", "steps", "flight_recorder",
-                      "ingest_audit", "quarantine", "events", "jobs", "inventory"):
+        for table in (
+            "raw_kernel_events",
+            "raw_job_events",
+            "raw_slurm_jobs",
+            "steps",
+            "flight_recorder",
+            "ingest_audit",
+            "quarantine",
+            "events",
+            "jobs",
+            "inventory",
+        ):
             lake.file_schema(warehouse, table, *key)
         landing_mod.fingerprint(landing, part)
     return stats
@@ -71,11 +98,12 @@ def plain_pipeline(landing: str, warehouse: str, workers: int) -> dict:
 
     t0 = time.perf_counter()
     parts = select_partitions(landing)
-    runs = batches(parts, workers)              # the runs ``faultline run`` would make
+    runs = batches(parts, workers)  # the runs ``faultline run`` would make
     rows, workers = per_partition(run, [(landing, warehouse, r) for r in runs], workers)
-    from faultline.lake import compact, views as view_file
+    from faultline.lake import compact
+    from faultline.lake import views as view_file
 
-    compact.compact(warehouse)                  # what ``runner.finish`` does after the runs
+    compact.compact(warehouse)  # what ``runner.finish`` does after the runs
     view_file.build(warehouse)
     out = {"partitions": len(parts), "runs": len(runs), "workers": workers, "seconds": time.perf_counter() - t0}
     for k in ("files", "lines"):
@@ -90,5 +118,9 @@ if __name__ == "__main__":
     ap.add_argument("--workers", type=int, default=None, help="default: FAULTLINE_WORKERS, else the CPU count (max 8)")
     a = ap.parse_args()
     from faultline.launch.local import default_workers
-    print(json.dumps(plain_pipeline(os.path.abspath(a.landing), os.path.abspath(a.warehouse),
-                                    a.workers or default_workers())))
+
+    print(
+        json.dumps(
+            plain_pipeline(os.path.abspath(a.landing), os.path.abspath(a.warehouse), a.workers or default_workers())
+        )
+    )

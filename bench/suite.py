@@ -26,6 +26,7 @@ Targets (2-core machines) are printed next to each figure with whether this run 
 nothing is hard-coded. Needs only public tools: Python with this repo's dev extra (drain3
 included) and GNU grep.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,14 +58,40 @@ MIB = 2**20
 # (ci sizes are ones whose simulation has at least one fault: `faultline simulate` fails on a
 # fleet-day without any, e.g. --scenario scale --nodes 50.)
 SIZES = {
-    "full": dict(demo_nodes=96, parse_mb=512, naive_mb=64, drain_lines=1_000_000, reps=3,
-                 fleet_nodes=12_500, fleet_providers=None, fleet_noise=None,
-                 year_nodes=64, year_providers=2, year_days=365, year_noise=4_000, query_runs=7, report_runs=3),
-    "ci": dict(demo_nodes=24, parse_mb=4, naive_mb=1, drain_lines=5_000, reps=1,
-               fleet_nodes=400, fleet_providers=2, fleet_noise=2_000,
-               year_nodes=16, year_providers=1, year_days=7, year_noise=2_000, query_runs=2, report_runs=1),
+    "full": dict(
+        demo_nodes=96,
+        parse_mb=512,
+        naive_mb=64,
+        drain_lines=1_000_000,
+        reps=3,
+        fleet_nodes=12_500,
+        fleet_providers=None,
+        fleet_noise=None,
+        year_nodes=64,
+        year_providers=2,
+        year_days=365,
+        year_noise=4_000,
+        query_runs=7,
+        report_runs=3,
+    ),
+    "ci": dict(
+        demo_nodes=24,
+        parse_mb=4,
+        naive_mb=1,
+        drain_lines=5_000,
+        reps=1,
+        fleet_nodes=400,
+        fleet_providers=2,
+        fleet_noise=2_000,
+        year_nodes=16,
+        year_providers=1,
+        year_days=7,
+        year_noise=2_000,
+        query_runs=2,
+        report_runs=1,
+    ),
 }
-FULL_FLEET_NODES = 12_500             # the scale scenario's fleet (100,000 GPUs)
+FULL_FLEET_NODES = 12_500  # the scale scenario's fleet (100,000 GPUs)
 
 # --- targets (the issue's, for these 2-core machines) ---------------------------------------
 TARGETS = {
@@ -104,6 +131,7 @@ def yes_no(ok: bool) -> str:
 
 
 # --- formatting -----------------------------------------------------------------------------
+
 
 def f_bytes(n: float) -> str:
     if n >= GIB:
@@ -150,6 +178,7 @@ def nearest_rank(xs: list[float], q: float) -> float:
 
 # --- data preparation (cached in the work folder when its parameters match) -----------------
 
+
 def _stamp_ok(folder: Path, params: dict) -> bool:
     stamp = folder / ".bench-params.json"
     try:
@@ -182,7 +211,7 @@ def simulate(out: Path, **kw) -> dict:
     res = subprocess.run(faultline_cmd(*args), capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"simulate failed:\n{res.stderr[-4000:]}")
-    info = json.loads(res.stdout[res.stdout.index("{"):])
+    info = json.loads(res.stdout[res.stdout.index("{") :])
     info["wall_s"] = time.perf_counter() - t
     _stamp(out, params)
     return info
@@ -216,6 +245,7 @@ def env_workers(workers: int) -> dict:
 
 # --- section: parse -------------------------------------------------------------------------
 
+
 def section_parse(cfg: dict, work: Path) -> dict:
     path = work / "parse" / "mixed.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,13 +257,13 @@ def section_parse(cfg: dict, work: Path) -> dict:
         generate(str(path), cfg["parse_mb"] << 20)
         _stamp(path.parent, params)
     size = path.stat().st_size
-    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     pattern = ere_prefilter()
     py = sys.executable
     contender = str(HERE / "contenders.py")
     grep_runs, fl_runs = [], []
     grep_env = {**os.environ, "LC_ALL": "C"}
-    for i in range(cfg["reps"]):           # interleaved, so both see the same load
+    for i in range(cfg["reps"]):  # interleaved, so both see the same load
         say(f"parse: grep and faultline, round {i + 1} of {cfg['reps']}")
         grep_runs.append(_grep(pattern, path, grep_env))
         fl_runs.append(measure.run([py, contender, "parse", str(path)]))
@@ -244,32 +274,70 @@ def section_parse(cfg: dict, work: Path) -> dict:
     drain = measure.run([py, contender, "drain3", str(path), str(cfg["drain_lines"])])
 
     def row(name: str, s: float, nbytes: int, nlines: int, rss: int, note: str = "") -> dict:
-        return {"name": name, "seconds": s, "bytes": nbytes, "lines": nlines,
-                "mb_s": nbytes / 1e6 / s, "lines_s": nlines / s, "peak_rss": rss, "note": note}
+        return {
+            "name": name,
+            "seconds": s,
+            "bytes": nbytes,
+            "lines": nlines,
+            "mb_s": nbytes / 1e6 / s,
+            "lines_s": nlines / s,
+            "peak_rss": rss,
+            "note": note,
+        }
 
     g_s = statistics.median(m.wall_s for m in grep_runs)
     f_json = [m.json() for m in fl_runs]
     f_s_ = statistics.median(j["s"] for j in f_json)
     nj, dj = naive.json(), drain.json()
     rows = [
-        row("grep -cE, same prefilter literals (LC_ALL=C)", g_s, size, lines,
-            max(m.maxrss for m in grep_runs), f"{int(grep_runs[0].stdout.strip() or 0):,} matching lines"),
-        row("faultline parse + classify", f_s_, size, lines, max(j["hwm"] for j in f_json),
-            f"{f_json[0]['events']:,} events, balanced={f_json[0]['balanced']}"),
-        row(f"Python per-line regex loop (first {f_mb(nj['bytes'])}; rate extrapolated)", nj["s"], nj["bytes"],
-            nj["lines"], nj["hwm"], "keyword regex, then the rules"),
-        row(f"Drain3 {_drain_version()} TemplateMiner, default config (first {dj['lines']:,} lines; "
-            "rate extrapolated)", dj["s"], dj["bytes"], dj["lines"], dj["hwm"],
-            f"{dj['clusters']:,} templates mined"),
+        row(
+            "grep -cE, same prefilter literals (LC_ALL=C)",
+            g_s,
+            size,
+            lines,
+            max(m.maxrss for m in grep_runs),
+            f"{int(grep_runs[0].stdout.strip() or 0):,} matching lines",
+        ),
+        row(
+            "faultline parse + classify",
+            f_s_,
+            size,
+            lines,
+            max(j["hwm"] for j in f_json),
+            f"{f_json[0]['events']:,} events, balanced={f_json[0]['balanced']}",
+        ),
+        row(
+            f"Python per-line regex loop (first {f_mb(nj['bytes'])}; rate extrapolated)",
+            nj["s"],
+            nj["bytes"],
+            nj["lines"],
+            nj["hwm"],
+            "keyword regex, then the rules",
+        ),
+        row(
+            f"Drain3 {_drain_version()} TemplateMiner, default config (first {dj['lines']:,} lines; rate extrapolated)",
+            dj["s"],
+            dj["bytes"],
+            dj["lines"],
+            dj["hwm"],
+            f"{dj['clusters']:,} templates mined",
+        ),
     ]
     ratio = rows[1]["mb_s"] / rows[0]["mb_s"]
-    return {"file_bytes": size, "file_lines": lines, "reps": cfg["reps"], "contenders": rows,
-            "faultline_process_wall_s": statistics.median(m.wall_s for m in fl_runs),
-            "faultline_vs_grep_process_wall": g_s / statistics.median(m.wall_s for m in fl_runs),
-            "grep_runs_s": [m.wall_s for m in grep_runs], "faultline_runs_s": [j["s"] for j in f_json],
-            "faultline_vs_grep": ratio, "faultline_vs_loop": rows[1]["mb_s"] / rows[2]["mb_s"],
-            "faultline_vs_drain3": rows[1]["mb_s"] / rows[3]["mb_s"],
-            "target_met": met("parse_vs_grep", ratio)}
+    return {
+        "file_bytes": size,
+        "file_lines": lines,
+        "reps": cfg["reps"],
+        "contenders": rows,
+        "faultline_process_wall_s": statistics.median(m.wall_s for m in fl_runs),
+        "faultline_vs_grep_process_wall": g_s / statistics.median(m.wall_s for m in fl_runs),
+        "grep_runs_s": [m.wall_s for m in grep_runs],
+        "faultline_runs_s": [j["s"] for j in f_json],
+        "faultline_vs_grep": ratio,
+        "faultline_vs_loop": rows[1]["mb_s"] / rows[2]["mb_s"],
+        "faultline_vs_drain3": rows[1]["mb_s"] / rows[3]["mb_s"],
+        "target_met": met("parse_vs_grep", ratio),
+    }
 
 
 def _grep(pattern: str, path: Path, env: dict) -> measure.Measured:
@@ -277,8 +345,9 @@ def _grep(pattern: str, path: Path, env: dict) -> measure.Measured:
     run can end before the first sample after its exec: then it runs again, up to three times)."""
     exe = os.path.basename(os.path.realpath(shutil.which("grep") or "grep"))
     for _ in range(3):
-        g = measure.run(["grep", "-cE", pattern, str(path)], env=env, check=False, interval=0.005, hwm_exe=exe,
-                        tree=False)
+        g = measure.run(
+            ["grep", "-cE", pattern, str(path)], env=env, check=False, interval=0.005, hwm_exe=exe, tree=False
+        )
         if g.rc not in (0, 1):
             raise RuntimeError(f"grep failed: {g.stderr[-2000:]}")
         if g.maxrss:
@@ -289,6 +358,7 @@ def _grep(pattern: str, path: Path, env: dict) -> measure.Measured:
 def _drain_version() -> str:
     try:
         from importlib.metadata import version
+
         return version("drain3")
     except Exception:  # noqa: BLE001 - only a label
         return ""
@@ -296,31 +366,52 @@ def _drain_version() -> str:
 
 # --- sections: fleet and scaling ------------------------------------------------------------
 
+
 def measure_fleet(cfg: dict, work: Path, nodes: int, workers: int) -> dict:
     """Simulate the fleet-day at ``nodes``, then time the bare parse and ``faultline run``."""
     base = work / f"fleet-{nodes}"
     landing, warehouse = base / "landing", base / "warehouse"
-    sim = simulate(landing, scenario="scale", nodes=nodes, providers=cfg["fleet_providers"],
-                   noise=cfg["fleet_noise"], seed=0)
+    sim = simulate(
+        landing, scenario="scale", nodes=nodes, providers=cfg["fleet_providers"], noise=cfg["fleet_noise"], seed=0
+    )
     nbytes, nfiles = landing_bytes(landing)
     warm(landing)
     say(f"fleet {nodes} nodes: bare parse ({workers} workers)")
-    bare = measure.run([sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
-                       env=env_workers(workers), io=True)
+    bare = measure.run(
+        [sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
+        env=env_workers(workers),
+        io=True,
+    )
     bj = bare.json()
     if warehouse.exists():
         shutil.rmtree(warehouse)
     say(f"fleet {nodes} nodes: faultline run ({workers} workers)")
-    run = measure.run(faultline_cmd("run", "--landing", str(landing), "--warehouse", str(warehouse)),
-                      env=env_workers(workers), io=True)
+    run = measure.run(
+        faultline_cmd("run", "--landing", str(landing), "--warehouse", str(warehouse)),
+        env=env_workers(workers),
+        io=True,
+    )
     audit_bytes = _audit_bytes(warehouse)
-    return {"nodes": nodes, "gpus": nodes * 8, "partitions": bj["partitions"], "files": nfiles,
-            "lines": bj["lines"], "landing_bytes": nbytes, "audit_bytes": audit_bytes,
-            "simulate_s": sim.get("wall_s", 0.0), "workers": workers,
-            "pipeline_s": run.wall_s, "pipeline_peak_rss": run.peak_rss, "pipeline_rchar": run.rchar,
-            "bare_s": bare.wall_s, "bare_inner_s": bj["seconds"], "bare_peak_rss": bare.peak_rss,
-            "bare_rchar": bare.rchar, "ratio": run.wall_s / bare.wall_s,
-            "pipeline_mb_s": nbytes / 1e6 / run.wall_s}
+    return {
+        "nodes": nodes,
+        "gpus": nodes * 8,
+        "partitions": bj["partitions"],
+        "files": nfiles,
+        "lines": bj["lines"],
+        "landing_bytes": nbytes,
+        "audit_bytes": audit_bytes,
+        "simulate_s": sim.get("wall_s", 0.0),
+        "workers": workers,
+        "pipeline_s": run.wall_s,
+        "pipeline_peak_rss": run.peak_rss,
+        "pipeline_rchar": run.rchar,
+        "bare_s": bare.wall_s,
+        "bare_inner_s": bj["seconds"],
+        "bare_peak_rss": bare.peak_rss,
+        "bare_rchar": bare.rchar,
+        "ratio": run.wall_s / bare.wall_s,
+        "pipeline_mb_s": nbytes / 1e6 / run.wall_s,
+    }
 
 
 def section_overhead(cfg: dict, work: Path, workers: int) -> dict:
@@ -333,22 +424,45 @@ def section_overhead(cfg: dict, work: Path, workers: int) -> dict:
     bare, plain, ingest, full = [], [], [], []
     for i in range(cfg["reps"]):
         say(f"overhead: demo, round {i + 1} of {cfg['reps']} ({workers} workers)")
-        bare.append(measure.run([sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
-                                env=env_workers(workers)))
+        bare.append(
+            measure.run(
+                [sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
+                env=env_workers(workers),
+            )
+        )
         wh = work / "demo" / "warehouse"
         shutil.rmtree(wh, ignore_errors=True)
-        plain.append(measure.run([sys.executable, str(HERE / "plain_pipeline.py"), str(landing), str(wh),
-                                  "--workers", str(workers)], env=env_workers(workers)))
+        plain.append(
+            measure.run(
+                [sys.executable, str(HERE / "plain_pipeline.py"), str(landing), str(wh), "--workers", str(workers)],
+                env=env_workers(workers),
+            )
+        )
         shutil.rmtree(wh, ignore_errors=True)
-        ingest.append(measure.run([sys.executable, str(HERE / "ingest_only.py"), str(landing), str(wh),
-                                   "--workers", str(workers)], env=env_workers(workers)))
+        ingest.append(
+            measure.run(
+                [sys.executable, str(HERE / "ingest_only.py"), str(landing), str(wh), "--workers", str(workers)],
+                env=env_workers(workers),
+            )
+        )
         shutil.rmtree(wh, ignore_errors=True)
-        full.append(measure.run(faultline_cmd("run", "--landing", str(landing), "--warehouse", str(wh)),
-                                env=env_workers(workers)))
+        full.append(
+            measure.run(
+                faultline_cmd("run", "--landing", str(landing), "--warehouse", str(wh)), env=env_workers(workers)
+            )
+        )
     med = lambda xs: statistics.median(x.wall_s for x in xs)  # noqa: E731
-    out = {"partitions": bare[0].json()["partitions"], "files": nfiles, "landing_bytes": nbytes, "workers": workers,
-           "reps": cfg["reps"], "bare_s": med(bare), "plain_s": med(plain), "ingest_s": med(ingest),
-           "run_s": med(full)}
+    out = {
+        "partitions": bare[0].json()["partitions"],
+        "files": nfiles,
+        "landing_bytes": nbytes,
+        "workers": workers,
+        "reps": cfg["reps"],
+        "bare_s": med(bare),
+        "plain_s": med(plain),
+        "ingest_s": med(ingest),
+        "run_s": med(full),
+    }
     out["ratio"] = out["ingest_s"] / out["bare_s"]
     out["plain_ratio"] = out["plain_s"] / out["bare_s"]
     out["dagster_ratio"] = out["ingest_s"] / out["plain_s"]
@@ -359,6 +473,7 @@ def section_overhead(cfg: dict, work: Path, workers: int) -> dict:
 
 def _audit_bytes(warehouse: Path) -> int:
     from faultline.lake import queries
+
     con = queries.connect(warehouse)
     try:
         return int(con.sql("SELECT coalesce(sum(bytes), 0) FROM ingest_audit").fetchall()[0][0])
@@ -384,14 +499,22 @@ def linearity(points: list[tuple[float, float]]) -> dict:
 
 # --- section: queries -----------------------------------------------------------------------
 
+
 def section_queries(cfg: dict, work: Path, workers: int) -> dict:
     from faultline.lake import queries
     from faultline.report import render
 
     base = work / "year"
     landing, warehouse = base / "landing", base / "warehouse"
-    params = dict(scenario="scale", providers=cfg["year_providers"], nodes=cfg["year_nodes"],
-                  days=cfg["year_days"], noise=cfg["year_noise"], seed=0, start_date="2025-12-01")
+    params = dict(
+        scenario="scale",
+        providers=cfg["year_providers"],
+        nodes=cfg["year_nodes"],
+        days=cfg["year_days"],
+        noise=cfg["year_noise"],
+        seed=0,
+        start_date="2025-12-01",
+    )
     sim = simulate(landing, **params)
     nbytes, nfiles = landing_bytes(landing)
     build_s = None
@@ -400,10 +523,13 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
     else:
         if warehouse.exists():
             shutil.rmtree(warehouse)
-        say(f"queries: building a year of history ({cfg['year_days']} days, {cfg['year_nodes']} nodes, "
-            f"{workers} workers)")
-        m = measure.run(faultline_cmd("run", "--landing", str(landing), "--warehouse", str(warehouse)),
-                        env=env_workers(workers))
+        say(
+            f"queries: building a year of history ({cfg['year_days']} days, {cfg['year_nodes']} nodes, "
+            f"{workers} workers)"
+        )
+        m = measure.run(
+            faultline_cmd("run", "--landing", str(landing), "--warehouse", str(warehouse)), env=env_workers(workers)
+        )
         build_s = m.wall_s
         _stamp(warehouse, params)
     con = queries.connect(warehouse)
@@ -412,10 +538,11 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
         for name, sql in PARAM_SOURCES.items():
             r = (con.sql(sql).fetchall() or [None])[0]
             fill[name] = r[0] if r else None
-        counts = con.sql("SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM jobs), "
-                         "(SELECT count(*) FROM job_failures), (SELECT count(DISTINCT date) FROM ingest_audit), "
-                         "(SELECT count(*) FROM (SELECT DISTINCT provider, cluster, date FROM ingest_audit))"
-                         ).fetchall()[0]
+        counts = con.sql(
+            "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM jobs), "
+            "(SELECT count(*) FROM job_failures), (SELECT count(DISTINCT date) FROM ingest_audit), "
+            "(SELECT count(*) FROM (SELECT DISTINCT provider, cluster, date FROM ingest_audit))"
+        ).fetchall()[0]
     finally:
         con.close()
     rows = []
@@ -424,22 +551,32 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
         for p in q.params:
             if p.required:
                 if p.name not in fill:
-                    raise RuntimeError(f"query {q.name!r} needs {p.name!r}: add a source for it to "
-                                       "PARAM_SOURCES in bench/suite.py")
+                    raise RuntimeError(
+                        f"query {q.name!r} needs {p.name!r}: add a source for it to PARAM_SOURCES in bench/suite.py"
+                    )
                 if fill[p.name] is None:
                     raise RuntimeError(f"no value for {p.name!r} in the year's warehouse (query {q.name!r})")
                 values[p.name] = fill[p.name]
         say(f"queries: {q.name}")
-        queries.run_query(warehouse, q, values)                  # warm-up
+        queries.run_query(warehouse, q, values)  # warm-up
         times, n_rows = [], 0
         for _ in range(cfg["query_runs"]):
             t = time.perf_counter()
-            df = queries.run_query(warehouse, q, values)         # a fresh read-only connection, as `faultline sql`
+            df = queries.run_query(warehouse, q, values)  # a fresh read-only connection, as `faultline sql`
             times.append(time.perf_counter() - t)
             n_rows = df.height
         p95 = nearest_rank(times, 0.95)
-        rows.append({"name": q.name, "params": values, "rows": n_rows, "runs": len(times),
-                     "p50_s": nearest_rank(times, 0.50), "p95_s": p95, "target_met": met("query_p95_s", p95)})
+        rows.append(
+            {
+                "name": q.name,
+                "params": values,
+                "rows": n_rows,
+                "runs": len(times),
+                "p50_s": nearest_rank(times, 0.50),
+                "p95_s": p95,
+                "target_met": met("query_p95_s", p95),
+            }
+        )
     report = {}
     for fmt in ("html", "md"):
         say(f"report: rendering {fmt}")
@@ -451,70 +588,149 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
             size = len(text.encode())
         report[fmt] = {"median_s": statistics.median(times), "first_s": times[0], "runs": len(times), "bytes": size}
     max_p95 = max(r["p95_s"] for r in rows)
-    return {"year": {**params, "partitions": counts[4], "files": nfiles, "landing_bytes": nbytes,
-                     "days_in_warehouse": counts[3], "events": counts[0], "jobs": counts[1],
-                     "failed_jobs": counts[2], "simulate_s": sim.get("wall_s", 0.0), "build_s": build_s},
-            "queries": rows, "max_p95_s": max_p95, "target_met": met("query_p95_s", max_p95), "report": report}
+    return {
+        "year": {
+            **params,
+            "partitions": counts[4],
+            "files": nfiles,
+            "landing_bytes": nbytes,
+            "days_in_warehouse": counts[3],
+            "events": counts[0],
+            "jobs": counts[1],
+            "failed_jobs": counts[2],
+            "simulate_s": sim.get("wall_s", 0.0),
+            "build_s": build_s,
+        },
+        "queries": rows,
+        "max_p95_s": max_p95,
+        "target_met": met("query_p95_s", max_p95),
+        "report": report,
+    }
 
 
 # --- the table ------------------------------------------------------------------------------
 
+
 def render_table(res: dict) -> str:
     m = res["machine"]
-    out = [f"## faultline benchmark suite ({res['size']} size)", "",
-           f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['ram_bytes'] / GIB:.1f} GiB RAM, Linux {m['kernel']}, "
-           f"Python {m['python']}; 1-min load average {m['loadavg_at_start'][0]:.2f} at start, "
-           f"{res['loadavg_at_end'][0]:.2f} at the end (other work on the machine shows here); "
-           f"{res['date']}; workers {res['workers']}; suite wall {f_s(res['wall_s'])}.", ""]
+    out = [
+        f"## faultline benchmark suite ({res['size']} size)",
+        "",
+        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['ram_bytes'] / GIB:.1f} GiB RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}; 1-min load average {m['loadavg_at_start'][0]:.2f} at start, "
+        f"{res['loadavg_at_end'][0]:.2f} at the end (other work on the machine shows here); "
+        f"{res['date']}; workers {res['workers']}; suite wall {f_s(res['wall_s'])}.",
+        "",
+    ]
     summary = []
     if "parse" in res:
         p = res["parse"]
-        out += [f"### Parse and classify: {f_mb(p['file_bytes'])} generated mixed log, {p['file_lines']:,} lines "
-                f"(grep and faultline: median of {p['reps']} interleaved runs)", ""]
+        out += [
+            f"### Parse and classify: {f_mb(p['file_bytes'])} generated mixed log, {p['file_lines']:,} lines "
+            f"(grep and faultline: median of {p['reps']} interleaved runs)",
+            "",
+        ]
         fl = p["contenders"][1]["mb_s"]
-        out += table(["contender", "MB/s", "lines/s", "peak RSS", "faultline is", "notes"],
-                     [[c["name"], f_rate(c["mb_s"]), f"{c['lines_s']:,.0f}", f_bytes(c["peak_rss"]),
-                       "—" if i == 1 else f"{fl / c['mb_s']:.2f}x", c["note"]]
-                      for i, c in enumerate(p["contenders"])])
-        out += ["", "grep: wall time of the process. Python contenders: time of the work itself, inside the "
-                "process (interpreter start-up and imports left out; faultline with them: "
-                f"{f_s(p['faultline_process_wall_s'])} per run, {p['faultline_vs_grep_process_wall']:.2f}x grep). "
-                "Rates of the bounded contenders are extrapolated from the part they read.", ""]
-        out += table(["target", "measured", "met"],
-                     [[f"faultline ≥ 0.6x grep's throughput", f"{p['faultline_vs_grep']:.2f}x",
-                       yes_no(p["target_met"])]])
+        out += table(
+            ["contender", "MB/s", "lines/s", "peak RSS", "faultline is", "notes"],
+            [
+                [
+                    c["name"],
+                    f_rate(c["mb_s"]),
+                    f"{c['lines_s']:,.0f}",
+                    f_bytes(c["peak_rss"]),
+                    "—" if i == 1 else f"{fl / c['mb_s']:.2f}x",
+                    c["note"],
+                ]
+                for i, c in enumerate(p["contenders"])
+            ],
+        )
+        out += [
+            "",
+            "grep: wall time of the process. Python contenders: time of the work itself, inside the "
+            "process (interpreter start-up and imports left out; faultline with them: "
+            f"{f_s(p['faultline_process_wall_s'])} per run, {p['faultline_vs_grep_process_wall']:.2f}x grep). "
+            "Rates of the bounded contenders are extrapolated from the part they read.",
+            "",
+        ]
+        out += table(
+            ["target", "measured", "met"],
+            [["faultline ≥ 0.6x grep's throughput", f"{p['faultline_vs_grep']:.2f}x", yes_no(p["target_met"])]],
+        )
         out.append("")
         summary.append(["parse ≥ 0.6x grep", f"{p['faultline_vs_grep']:.2f}x", yes_no(p["target_met"])])
     if "overhead" in res:
         o = res["overhead"]
-        out += [f"### Orchestration overhead: the demo scenario, {o['partitions']} partitions, {o['files']:,} files, "
-                f"{f_mb(o['landing_bytes'])} ({o['workers']} workers, median of {o['reps']} interleaved runs)", ""]
-        out += table(["run", "wall", "vs bare parse"],
-                     [["bare parse (`ingest_partition` per partition, no Dagster, no lake)", f_s(o["bare_s"]), "1.00x"],
-                      ["the ingest's work without Dagster (parse, lake tables, the checks' reads)", f_s(o["plain_s"]),
-                       f"{o['plain_ratio']:.2f}x"],
-                      ["Dagster ingest (range runs, lake writes, checks, view file)", f_s(o["ingest_s"]),
-                       f"{o['ratio']:.2f}x"],
-                      ["`faultline run` (ingest + analytics + report, process start)", f_s(o["run_s"]),
-                       f"{o['run_ratio']:.2f}x"]]) + [""]
-        out += [f"Dagster's own share: the Dagster ingest takes {o['dagster_ratio']:.2f}x the same work without it.", ""]
+        out += [
+            f"### Orchestration overhead: the demo scenario, {o['partitions']} partitions, {o['files']:,} files, "
+            f"{f_mb(o['landing_bytes'])} ({o['workers']} workers, median of {o['reps']} interleaved runs)",
+            "",
+        ]
+        out += table(
+            ["run", "wall", "vs bare parse"],
+            [
+                ["bare parse (`ingest_partition` per partition, no Dagster, no lake)", f_s(o["bare_s"]), "1.00x"],
+                [
+                    "the ingest's work without Dagster (parse, lake tables, the checks' reads)",
+                    f_s(o["plain_s"]),
+                    f"{o['plain_ratio']:.2f}x",
+                ],
+                [
+                    "Dagster ingest (range runs, lake writes, checks, view file)",
+                    f_s(o["ingest_s"]),
+                    f"{o['ratio']:.2f}x",
+                ],
+                [
+                    "`faultline run` (ingest + analytics + report, process start)",
+                    f_s(o["run_s"]),
+                    f"{o['run_ratio']:.2f}x",
+                ],
+            ],
+        ) + [""]
+        out += [
+            f"Dagster's own share: the Dagster ingest takes {o['dagster_ratio']:.2f}x the same work without it.",
+            "",
+        ]
         summary.append(["orchestration overhead ≤ 1.5x (demo)", f"{o['ratio']:.2f}x", yes_no(o["target_met"])])
     if "fleet" in res:
         f = res["fleet"]
-        out += [f"### Nightly pipeline, fleet-day: {f['nodes']:,} nodes ({f['gpus']:,} GPUs), one day, "
-                f"{f['partitions']} partitions, {f['files']:,} files, {f['lines']:,} lines", ""]
+        out += [
+            f"### Nightly pipeline, fleet-day: {f['nodes']:,} nodes ({f['gpus']:,} GPUs), one day, "
+            f"{f['partitions']} partitions, {f['files']:,} files, {f['lines']:,} lines",
+            "",
+        ]
         rows = [
-            ["wall, `faultline run` (ingest, analytics, report)", f_s(f["pipeline_s"]),
-             target_text("fleet_wall_s", f_s), yes_no(f["wall_met"])],
-            ["peak RSS (summed over the process tree)", f_bytes(f["pipeline_peak_rss"]),
-             target_text("fleet_rss_bytes", f_bytes), yes_no(f["rss_met"])],
-            ["bytes read: landing files (ingest_audit: the partitions' files, without inventory.csv)",
-             f"{f_mb(f['landing_bytes'])} (audit {f_mb(f['audit_bytes'])})", "", ""],
-            ["bytes read: rchar of the process tree (files, pipes, imports)",
-             f_mb(f["pipeline_rchar"]) if f["pipeline_rchar"] is not None else "n/a", "", ""],
+            [
+                "wall, `faultline run` (ingest, analytics, report)",
+                f_s(f["pipeline_s"]),
+                target_text("fleet_wall_s", f_s),
+                yes_no(f["wall_met"]),
+            ],
+            [
+                "peak RSS (summed over the process tree)",
+                f_bytes(f["pipeline_peak_rss"]),
+                target_text("fleet_rss_bytes", f_bytes),
+                yes_no(f["rss_met"]),
+            ],
+            [
+                "bytes read: landing files (ingest_audit: the partitions' files, without inventory.csv)",
+                f"{f_mb(f['landing_bytes'])} (audit {f_mb(f['audit_bytes'])})",
+                "",
+                "",
+            ],
+            [
+                "bytes read: rchar of the process tree (files, pipes, imports)",
+                f_mb(f["pipeline_rchar"]) if f["pipeline_rchar"] is not None else "n/a",
+                "",
+                "",
+            ],
             ["throughput (landing bytes / wall)", f"{f['pipeline_mb_s']:.1f} MB/s", "", ""],
-            [f"bare parse (`ingest_partition`, {f['workers']} workers, no Dagster, no lake writes)",
-             f"{f_s(f['bare_s'])}, peak RSS {f_bytes(f['bare_peak_rss'])}", "", ""],
+            [
+                f"bare parse (`ingest_partition`, {f['workers']} workers, no Dagster, no lake writes)",
+                f"{f_s(f['bare_s'])}, peak RSS {f_bytes(f['bare_peak_rss'])}",
+                "",
+                "",
+            ],
             ["pipeline wall / bare parse wall", f"{f['ratio']:.2f}x", "", ""],
         ]
         out += table(["figure", "measured", "target", "met"], rows) + [""]
@@ -525,49 +741,123 @@ def render_table(res: dict) -> str:
         out += [f"### Scaling: 1/4, 1/2 and 1x of the fleet-day ({s['workers']} workers)", ""]
         rows = []
         for pt in s["points"]:
-            rows.append([pt["label"], f"{pt['nodes']:,}", pt["partitions"], f"{pt['files']:,}",
-                         f_mb(pt["landing_bytes"]), f_s(pt["pipeline_s"]),
-                         f"{pt['pipeline_s'] / (pt['landing_bytes'] / 1e9):.0f} s/GB",
-                         f_bytes(pt["pipeline_peak_rss"]),
-                         f_mb(pt["pipeline_rchar"]) if pt["pipeline_rchar"] is not None else "n/a",
-                         f_s(pt["bare_s"]), f"{pt['ratio']:.2f}x"])
-        out += table(["fleet", "nodes", "partitions", "files", "landing", "pipeline wall", "wall per GB",
-                      "peak RSS", "rchar", "bare parse", "pipeline / bare"], rows)
+            rows.append(
+                [
+                    pt["label"],
+                    f"{pt['nodes']:,}",
+                    pt["partitions"],
+                    f"{pt['files']:,}",
+                    f_mb(pt["landing_bytes"]),
+                    f_s(pt["pipeline_s"]),
+                    f"{pt['pipeline_s'] / (pt['landing_bytes'] / 1e9):.0f} s/GB",
+                    f_bytes(pt["pipeline_peak_rss"]),
+                    f_mb(pt["pipeline_rchar"]) if pt["pipeline_rchar"] is not None else "n/a",
+                    f_s(pt["bare_s"]),
+                    f"{pt['ratio']:.2f}x",
+                ]
+            )
+        out += table(
+            [
+                "fleet",
+                "nodes",
+                "partitions",
+                "files",
+                "landing",
+                "pipeline wall",
+                "wall per GB",
+                "peak RSS",
+                "rchar",
+                "bare parse",
+                "pipeline / bare",
+            ],
+            rows,
+        )
         lp, lb = s["pipeline"], s["bare"]
-        out += [""] + table(["figure", "measured", "target", "met"], [
-            ["pipeline: deviation from a straight line (least-squares fit of wall vs landing bytes, "
-             "largest residual / wall)", f_pct(lp["fit_max_dev"]), target_text("linear_dev", f_pct),
-             yes_no(s["linear_met"])],
-            ["pipeline: the fit's fixed cost and marginal cost",
-             f"{lp['fit_intercept']:.1f} s + {lp['fit_slope'] * 1e9:.0f} s/GB", "", ""],
-            ["pipeline: deviation from proportional (wall per byte vs 1x; includes the fixed cost)",
-             f_pct(lp["proportional_max_dev"]), target_text("linear_dev", f_pct),
-             yes_no(s["proportional_met"])],
-            ["bare parse: deviation from a straight line / from proportional",
-             f"{f_pct(lb['fit_max_dev'])} / {f_pct(lb['proportional_max_dev'])}", "", ""],
-        ]) + [""]
+        out += (
+            [""]
+            + table(
+                ["figure", "measured", "target", "met"],
+                [
+                    [
+                        "pipeline: deviation from a straight line (least-squares fit of wall vs landing bytes, "
+                        "largest residual / wall)",
+                        f_pct(lp["fit_max_dev"]),
+                        target_text("linear_dev", f_pct),
+                        yes_no(s["linear_met"]),
+                    ],
+                    [
+                        "pipeline: the fit's fixed cost and marginal cost",
+                        f"{lp['fit_intercept']:.1f} s + {lp['fit_slope'] * 1e9:.0f} s/GB",
+                        "",
+                        "",
+                    ],
+                    [
+                        "pipeline: deviation from proportional (wall per byte vs 1x; includes the fixed cost)",
+                        f_pct(lp["proportional_max_dev"]),
+                        target_text("linear_dev", f_pct),
+                        yes_no(s["proportional_met"]),
+                    ],
+                    [
+                        "bare parse: deviation from a straight line / from proportional",
+                        f"{f_pct(lb['fit_max_dev'])} / {f_pct(lb['proportional_max_dev'])}",
+                        "",
+                        "",
+                    ],
+                ],
+            )
+            + [""]
+        )
         summary.append(["linear within 15% (straight-line fit)", f_pct(lp["fit_max_dev"]), yes_no(s["linear_met"])])
-        summary.append(["linear within 15% (proportional to bytes)", f_pct(lp["proportional_max_dev"]),
-                        yes_no(s["proportional_met"])])
+        summary.append(
+            [
+                "linear within 15% (proportional to bytes)",
+                f_pct(lp["proportional_max_dev"]),
+                yes_no(s["proportional_met"]),
+            ]
+        )
     if "queries" in res:
         q = res["queries"]
         y = q["year"]
         built = f"built by `faultline run` in {f_s(y['build_s'])}" if y["build_s"] is not None else "reused"
-        out += [f"### Named queries over {y['days_in_warehouse']} days of history (simulated: `scale` scenario, "
-                f"{y['providers']} providers, {y['nodes']} nodes, noise {y['noise']:,} B/node-day; "
-                f"{y['files']:,} files, {f_mb(y['landing_bytes'])}, {y['events']:,} events, {y['jobs']:,} jobs, "
-                f"{y['failed_jobs']:,} failed; {built})", "",
-                f"Each query: 1 warm-up + {q['queries'][0]['runs']} timed runs, each on a fresh read-only "
-                "connection (as `faultline sql`); p95 by nearest rank.", ""]
-        rows = [[f"`{r['name']}`", ", ".join(f"{k}={v}" for k, v in r["params"].items()) or "defaults",
-                 f"{r['rows']:,}", f_ms(r["p50_s"]), f_ms(r["p95_s"]), target_text("query_p95_s", f_ms),
-                 yes_no(r["target_met"])] for r in q["queries"]]
-        rows.append(["**max p95**", "", "", "", f_ms(q["max_p95_s"]), target_text("query_p95_s", f_ms),
-                     yes_no(q["target_met"])])
+        out += [
+            f"### Named queries over {y['days_in_warehouse']} days of history (simulated: `scale` scenario, "
+            f"{y['providers']} providers, {y['nodes']} nodes, noise {y['noise']:,} B/node-day; "
+            f"{y['files']:,} files, {f_mb(y['landing_bytes'])}, {y['events']:,} events, {y['jobs']:,} jobs, "
+            f"{y['failed_jobs']:,} failed; {built})",
+            "",
+            f"Each query: 1 warm-up + {q['queries'][0]['runs']} timed runs, each on a fresh read-only "
+            "connection (as `faultline sql`); p95 by nearest rank.",
+            "",
+        ]
+        rows = [
+            [
+                f"`{r['name']}`",
+                ", ".join(f"{k}={v}" for k, v in r["params"].items()) or "defaults",
+                f"{r['rows']:,}",
+                f_ms(r["p50_s"]),
+                f_ms(r["p95_s"]),
+                target_text("query_p95_s", f_ms),
+                yes_no(r["target_met"]),
+            ]
+            for r in q["queries"]
+        ]
+        rows.append(
+            ["**max p95**", "", "", "", f_ms(q["max_p95_s"]), target_text("query_p95_s", f_ms), yes_no(q["target_met"])]
+        )
         out += table(["query", "parameters", "rows", "p50", "p95", "target", "met"], rows) + [""]
-        out += table(["report", "median", "first run", "runs", "size"],
-                     [[f"render {k} (`faultline report`, latest night)", f_ms(v["median_s"]), f_ms(v["first_s"]),
-                       v["runs"], f_bytes(v["bytes"])] for k, v in q["report"].items()]) + [""]
+        out += table(
+            ["report", "median", "first run", "runs", "size"],
+            [
+                [
+                    f"render {k} (`faultline report`, latest night)",
+                    f_ms(v["median_s"]),
+                    f_ms(v["first_s"]),
+                    v["runs"],
+                    f_bytes(v["bytes"]),
+                ]
+                for k, v in q["report"].items()
+            ],
+        ) + [""]
         summary.append(["named queries p95 ≤ 1 s over a year", f_ms(q["max_p95_s"]), yes_no(q["target_met"])])
     if summary:
         out += ["### Targets", ""] + table(["target", "measured", "met"], summary) + [""]
@@ -581,8 +871,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write every figure here")
     ap.add_argument("--workdir", help="folder for generated data (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (and reuse its data next time)")
-    ap.add_argument("--workers", type=int, help="pipeline and bare-parse worker processes "
-                    "(default: FAULTLINE_WORKERS, else the CPU count, max 8)")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        help="pipeline and bare-parse worker processes (default: FAULTLINE_WORKERS, else the CPU count, max 8)",
+    )
     for k, v in SIZES["full"].items():
         ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=None, help=f"override (full: {v})")
     a = ap.parse_args(argv)
@@ -595,6 +888,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(a, k) is not None:
             cfg[k] = getattr(a, k)
     from faultline.launch.local import default_workers
+
     workers = a.workers or default_workers()
 
     if a.workdir:
@@ -602,9 +896,15 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
     else:
         work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
-    res: dict = {"size": a.size, "sections": sections, "config": cfg, "workers": workers,
-                 "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "machine": measure.machine(), "workdir": str(work)}
+    res: dict = {
+        "size": a.size,
+        "sections": sections,
+        "config": cfg,
+        "workers": workers,
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": measure.machine(),
+        "workdir": str(work),
+    }
     try:
         if "parse" in sections:
             res["parse"] = section_parse(cfg, work)
@@ -620,14 +920,21 @@ def main(argv: list[str] | None = None) -> int:
             res["fleet"] = f
         if "scaling" in sections:
             n = cfg["fleet_nodes"]
-            pts = [dict(measure_fleet(cfg, work, max(1, n // 4), workers), label="1/4"),
-                   dict(measure_fleet(cfg, work, max(1, n // 2), workers), label="1/2"),
-                   dict(full_point, label="1x")]
+            pts = [
+                dict(measure_fleet(cfg, work, max(1, n // 4), workers), label="1/4"),
+                dict(measure_fleet(cfg, work, max(1, n // 2), workers), label="1/2"),
+                dict(full_point, label="1x"),
+            ]
             lp = linearity([(p["landing_bytes"], p["pipeline_s"]) for p in pts])
             lb = linearity([(p["landing_bytes"], p["bare_s"]) for p in pts])
-            res["scaling"] = {"workers": workers, "points": pts, "pipeline": lp, "bare": lb,
-                              "linear_met": met("linear_dev", lp["fit_max_dev"]),
-                              "proportional_met": met("linear_dev", lp["proportional_max_dev"])}
+            res["scaling"] = {
+                "workers": workers,
+                "points": pts,
+                "pipeline": lp,
+                "bare": lb,
+                "linear_met": met("linear_dev", lp["fit_max_dev"]),
+                "proportional_met": met("linear_dev", lp["proportional_max_dev"]),
+            }
         if "queries" in sections:
             res["queries"] = section_queries(cfg, work, workers)
     finally:

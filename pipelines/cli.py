@@ -1,4 +1,5 @@
 """The ``faultline`` command line: a thin group; each command lives in ``commands/``."""
+
 from __future__ import annotations
 
 import gc

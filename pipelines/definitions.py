@@ -1,4 +1,5 @@
 """The Dagster code location: everything is loaded from ``defs/``."""
+
 from pathlib import Path
 
 import dagster as dg

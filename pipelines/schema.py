@@ -1,63 +1,70 @@
 """Every table faultline writes, declared once: lake, core and analytics tables, sort keys, the
 ``faultline classify`` JSON Lines contract and which columns are public. ``conform`` enforces a
 schema on every write."""
+
 from __future__ import annotations
 
 import polars as pl
 
 UTC_TS = pl.Datetime("us", "UTC")
 
-EVENTS = pl.Schema({
-    "event_id": pl.String,       # "<source>:<first line_no>", stable across re-runs
-    "source": pl.String,         # file path (relative to the landing folder in the pipeline)
-    "line_no": pl.Int64,         # first physical line of the event (1-based)
-    "line_count": pl.Int32,      # physical lines joined into this event
-    "ts": UTC_TS,
-    "ts_source": pl.String,      # how ts was derived: see ingest.prefix.TS_SOURCES
-    "provider": pl.String,
-    "cluster": pl.String,
-    "node": pl.String,
-    "gpu_pci": pl.String,        # normalized 0000:3b:00 (domain:bus:device)
-    "gpu_uuid": pl.String,
-    "gpu_serial": pl.String,
-    "job_id": pl.String,
-    "rank": pl.Int32,
-    "family": pl.String,         # source family: nvrm, nvswitch, nic, pcie, host, storage, ...
-    "xid": pl.Int32,
-    "sxid": pl.Int32,
-    "nccl_status": pl.String,
-    "category": pl.String,       # taxonomy category
-    "domain": pl.String,         # taxonomy domain of the category
-    "severity": pl.String,       # info | warning | error | critical
-    "action": pl.String,         # taxonomy action
-    "rule_id": pl.String,        # rule (or model) that decided the category
-    "template": pl.String,       # message with numbers, addresses and ids masked
-    "message": pl.String,        # message without its prefix (joined lines: "\n"-separated)
-    "raw": pl.String,            # the physical line(s) as read
-})
+EVENTS = pl.Schema(
+    {
+        "event_id": pl.String,  # "<source>:<first line_no>", stable across re-runs
+        "source": pl.String,  # file path (relative to the landing folder in the pipeline)
+        "line_no": pl.Int64,  # first physical line of the event (1-based)
+        "line_count": pl.Int32,  # physical lines joined into this event
+        "ts": UTC_TS,
+        "ts_source": pl.String,  # how ts was derived: see ingest.prefix.TS_SOURCES
+        "provider": pl.String,
+        "cluster": pl.String,
+        "node": pl.String,
+        "gpu_pci": pl.String,  # normalized 0000:3b:00 (domain:bus:device)
+        "gpu_uuid": pl.String,
+        "gpu_serial": pl.String,
+        "job_id": pl.String,
+        "rank": pl.Int32,
+        "family": pl.String,  # source family: nvrm, nvswitch, nic, pcie, host, storage, ...
+        "xid": pl.Int32,
+        "sxid": pl.Int32,
+        "nccl_status": pl.String,
+        "category": pl.String,  # taxonomy category
+        "domain": pl.String,  # taxonomy domain of the category
+        "severity": pl.String,  # info | warning | error | critical
+        "action": pl.String,  # taxonomy action
+        "rule_id": pl.String,  # rule (or model) that decided the category
+        "template": pl.String,  # message with numbers, addresses and ids masked
+        "message": pl.String,  # message without its prefix (joined lines: "\n"-separated)
+        "raw": pl.String,  # the physical line(s) as read
+    }
+)
 
-QUARANTINE = pl.Schema({
-    "source": pl.String,
-    "line_no": pl.Int64,         # null when the problem is the file, not a line
-    "reason": pl.String,         # short machine-readable reason
-    "detail": pl.String,         # human-readable explanation
-    "preview": pl.String,        # first bytes of the line, escaped
-})
+QUARANTINE = pl.Schema(
+    {
+        "source": pl.String,
+        "line_no": pl.Int64,  # null when the problem is the file, not a line
+        "reason": pl.String,  # short machine-readable reason
+        "detail": pl.String,  # human-readable explanation
+        "preview": pl.String,  # first bytes of the line, escaped
+    }
+)
 
-AUDIT = pl.Schema({
-    "source": pl.String,
-    "kind": pl.String,           # kernel | job | sacct | slurmctld | flight_recorder | boot
-    "bytes": pl.Int64,           # bytes on disk
-    "bytes_read": pl.Int64,      # decompressed bytes read
-    "checksum": pl.String,       # sha256 of the file as stored
-    "lines_read": pl.Int64,
-    "events": pl.Int64,          # events written (an event may span several lines)
-    "event_lines": pl.Int64,     # physical lines inside events
-    "benign": pl.Int64,
-    "quarantined": pl.Int64,
-    "format": pl.String,         # dominant prefix format detected
-    "message": pl.String,        # what could not be read, if anything
-})
+AUDIT = pl.Schema(
+    {
+        "source": pl.String,
+        "kind": pl.String,  # kernel | job | sacct | slurmctld | flight_recorder | boot
+        "bytes": pl.Int64,  # bytes on disk
+        "bytes_read": pl.Int64,  # decompressed bytes read
+        "checksum": pl.String,  # sha256 of the file as stored
+        "lines_read": pl.Int64,
+        "events": pl.Int64,  # events written (an event may span several lines)
+        "event_lines": pl.Int64,  # physical lines inside events
+        "benign": pl.Int64,
+        "quarantined": pl.Int64,
+        "format": pl.String,  # dominant prefix format detected
+        "message": pl.String,  # what could not be read, if anything
+    }
+)
 
 # --------------------------------------------------------------------------- parsed inputs
 #: ``sacct -P`` job allocations and steps as ``ingest.sacct`` returns them
@@ -138,21 +145,35 @@ def _with_partition(*parts: pl.Schema | dict) -> pl.Schema:
 
 RAW_JOBS = _with_partition(SACCT_JOBS)
 STEPS = _with_partition(SACCT_STEPS)
-JOBS = _with_partition(SACCT_JOBS, {
-    "n_steps": pl.Int64,
-    "failed_steps": pl.Int64,        # steps that did not end COMPLETED
-    "fr_ranks": pl.Int64,            # flight-recorder dumps read for the job
-    "fr_suspect_rank": pl.Int64,     # rank whose collectives lag the others (flight recorder)
-    "fr_suspect_reason": pl.String,
-})
-FLIGHT = _with_partition({"job_id": pl.String, "source": pl.String}, FLIGHT_SUMMARY, {
-    "suspect_rank": pl.Int64,        # the job's suspect (same on every row of the job)
-    "suspect_reason": pl.String,
-})
-INVENTORY = _with_partition({
-    "rack": pl.String, "node": pl.String, "gpus": pl.Int64, "gpu_model": pl.String,
-    "leaf_switch": pl.String, "in_service_from": pl.Date, "in_service_to": pl.Date,
-})
+JOBS = _with_partition(
+    SACCT_JOBS,
+    {
+        "n_steps": pl.Int64,
+        "failed_steps": pl.Int64,  # steps that did not end COMPLETED
+        "fr_ranks": pl.Int64,  # flight-recorder dumps read for the job
+        "fr_suspect_rank": pl.Int64,  # rank whose collectives lag the others (flight recorder)
+        "fr_suspect_reason": pl.String,
+    },
+)
+FLIGHT = _with_partition(
+    {"job_id": pl.String, "source": pl.String},
+    FLIGHT_SUMMARY,
+    {
+        "suspect_rank": pl.Int64,  # the job's suspect (same on every row of the job)
+        "suspect_reason": pl.String,
+    },
+)
+INVENTORY = _with_partition(
+    {
+        "rack": pl.String,
+        "node": pl.String,
+        "gpus": pl.Int64,
+        "gpu_model": pl.String,
+        "leaf_switch": pl.String,
+        "in_service_from": pl.Date,
+        "in_service_to": pl.Date,
+    }
+)
 
 #: lake table -> schema; the DuckDB warehouse has one view per table
 TABLES: dict[str, pl.Schema] = {
@@ -185,7 +206,7 @@ SORT_KEYS: dict[str, list[str]] = {
 
 def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.DataFrame:
     """Select and cast exactly the schema's columns; missing columns are an error."""
-    if df.schema == schema:         # same names, order and types: the select would copy it
+    if df.schema == schema:  # same names, order and types: the select would copy it
         return df
     missing = [c for c in schema.names() if c not in df.columns]
     if missing:

@@ -6,6 +6,7 @@ bytes are the same on every run). Each case gets its own cluster under provider 
 one pipeline run over one landing folder covers all of them and a test reads back just its
 partition. ``build_corpus(root)`` writes every case plus ``inventory.csv``.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
-from conftest import _dump as fr_dump, write  # noqa: E402  (shared builders)
+from conftest import _dump as fr_dump  # noqa: E402  (shared builders)
+from conftest import write
 
 PROVIDER = "hard"
 DAY = "2026-11-24"
@@ -33,12 +35,14 @@ GOOD_KERNEL = """\
 {mon} {day:>2} 04:00:01 {node} kernel: [11446.000001] mlx5_core 0000:5e:00.0: mlx5_port_module_event:1130:(pid 0): Port module event: module 0, Cable unplugged
 {mon} {day:>2} 05:00:00 {node} kernel: [15045.000001] perf: interrupt took too long (2502 > 2500), lowering kernel.perf_event_max_sample_rate to 79750
 """
-GOOD_KERNEL_EVENTS = [(2, "gpu_bus_lost"), (3, "benign"), (4, "network")]   # (line_no, category); the GPU
-                                                                            # identity line is a kept benign event
+GOOD_KERNEL_EVENTS = [(2, "gpu_bus_lost"), (3, "benign"), (4, "network")]  # (line_no, category); the GPU
+# identity line is a kept benign event
 
 XID79 = "{mon} {day:>2} {hms} {node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus."
-EXT4 = ("{mon} {day:>2} {hms} {node} kernel: EXT4-fs error (device nvme0n1p2): ext4_find_entry:1455: "
-        "inode #2: comm python3: reading directory lblock 0")
+EXT4 = (
+    "{mon} {day:>2} {hms} {node} kernel: EXT4-fs error (device nvme0n1p2): ext4_find_entry:1455: "
+    "inode #2: comm python3: reading directory lblock 0"
+)
 BENIGN = "{mon} {day:>2} {hms} {node} kernel: usb 1-1: new high-speed USB device number 2 using xhci_hcd"
 
 # job stdout/stderr: NCCL network error and a watchdog timeout (2 events), 3 benign lines
@@ -81,10 +85,10 @@ def line(template: str, node: str, hms: str, date: str = DAY) -> str:
 class Case:
     """Where a case lives and which files in it are its good neighbours."""
 
-    name: str                                   # also the cluster name
+    name: str  # also the cluster name
     dates: list[str] = field(default_factory=lambda: [DAY])
-    nodes: list[str] = field(default_factory=list)      # inventory nodes of the cluster
-    good: list[str] = field(default_factory=list)       # good kernel logs (source paths)
+    nodes: list[str] = field(default_factory=list)  # inventory nodes of the cluster
+    good: list[str] = field(default_factory=list)  # good kernel logs (source paths)
 
     @property
     def provider(self) -> str:
@@ -128,11 +132,14 @@ def case_binary(root: Path) -> Case:
     rng = random.Random(1)
     write(case.day(root) / "kernel" / "binary-junk.log", rng.randbytes(64 << 10))
     junk = rng.randbytes(300).replace(b"\n", b"").replace(b"\r", b"")
-    blob = ((line(XID79, node, "03:00:00") + "\n").encode()                  # line 1: event
-            + b"\x00\x01\x02\x03\xff\xfe\x80garbage\n"                          # line 2
-            + (line(EXT4, node, "03:00:01") + "\n").encode()                 # line 3: event
-            + junk + b"\n"                                                   # line 4
-            + (line(BENIGN, node, "03:00:02") + "\n").encode())              # line 5
+    blob = (
+        (line(XID79, node, "03:00:00") + "\n").encode()  # line 1: event
+        + b"\x00\x01\x02\x03\xff\xfe\x80garbage\n"  # line 2
+        + (line(EXT4, node, "03:00:01") + "\n").encode()  # line 3: event
+        + junk
+        + b"\n"  # line 4
+        + (line(BENIGN, node, "03:00:02") + "\n").encode()
+    )  # line 5
     write(case.day(root) / "kernel" / f"{node}.log", blob)
     case.nodes += ["binary-junk", node]
     return case
@@ -143,11 +150,15 @@ def case_nul(root: Path) -> Case:
     line, a line of NULs only, a NUL inside a benign line."""
     case = _case(root, "nul")
     node = "nul-n1"
-    blob = ((line(BENIGN, node, "03:00:00") + "\n").encode()
-            + b"\x00" * 4096 + (line(XID79, node, "03:00:01") + "\n").encode()        # line 2
-            + b"\x00" * 100 + b"\n"                                                   # line 3
-            + (line(BENIGN, node, "03:00:02").replace("usb", "usb\x00") + "\n").encode()  # line 4
-            + (line(EXT4, node, "03:00:03") + "\n").encode())                         # line 5
+    blob = (
+        (line(BENIGN, node, "03:00:00") + "\n").encode()
+        + b"\x00" * 4096
+        + (line(XID79, node, "03:00:01") + "\n").encode()  # line 2
+        + b"\x00" * 100
+        + b"\n"  # line 3
+        + (line(BENIGN, node, "03:00:02").replace("usb", "usb\x00") + "\n").encode()  # line 4
+        + (line(EXT4, node, "03:00:03") + "\n").encode()
+    )  # line 5
     write(case.day(root) / "kernel" / f"{node}.log", blob)
     case.nodes.append(node)
     return case
@@ -158,12 +169,15 @@ def case_utf8(root: Path) -> Case:
     sequence cut at the end of the file) and an Xid line with a Latin-1 byte in it."""
     case = _case(root, "utf8")
     node = "utf8-n1"
-    blob = ((line(EXT4, node, "03:00:00") + "\n").encode()
-            + b"\xc0\xaf\xe0\x80\xaf overlong\n"                                      # line 2
-            + b"\xed\xa0\x80 surrogate\n"                                             # line 3
-            + b"\x80\x81\x82 continuation\n"                                          # line 4
-            + line(XID79, node, "03:00:01").replace("python3", "pyth\xf6n").encode("latin-1") + b"\n"  # line 5
-            + b"ends in a cut sequence \xe2\x82")                                     # line 6
+    blob = (
+        (line(EXT4, node, "03:00:00") + "\n").encode()
+        + b"\xc0\xaf\xe0\x80\xaf overlong\n"  # line 2
+        + b"\xed\xa0\x80 surrogate\n"  # line 3
+        + b"\x80\x81\x82 continuation\n"  # line 4
+        + line(XID79, node, "03:00:01").replace("python3", "pyth\xf6n").encode("latin-1")
+        + b"\n"  # line 5
+        + b"ends in a cut sequence \xe2\x82"
+    )  # line 6
     write(case.day(root) / "kernel" / f"{node}.log", blob)
     write(case.day(root) / "kernel" / f"{node}.boot", b"2026-11-24T00:00:00Z\n\xff\xfenot a time\n")
     case.nodes.append(node)
@@ -201,9 +215,13 @@ def case_long_line(root: Path) -> Case:
     case = _case(root, "longline")
     write(case.day(root) / "kernel" / "longline-n1.log", b"A" * LONG_LINE_BYTES)
     node = "longline-n2"
-    write(case.day(root) / "kernel" / f"{node}.log",
-          (line(XID79, node, "03:00:00") + "\n").encode() + b"B" * LONG_LINE_BYTES + b"\n"
-          + (line(EXT4, node, "03:00:01") + "\n").encode())
+    write(
+        case.day(root) / "kernel" / f"{node}.log",
+        (line(XID79, node, "03:00:00") + "\n").encode()
+        + b"B" * LONG_LINE_BYTES
+        + b"\n"
+        + (line(EXT4, node, "03:00:01") + "\n").encode(),
+    )
     case.nodes += ["longline-n1", node]
     return case
 
@@ -212,8 +230,16 @@ def case_empty(root: Path) -> Case:
     """Empty files of every kind."""
     case = _case(root, "empty")
     day = case.day(root)
-    for rel in ("kernel/empty-n1.log", "kernel/empty-n2.log.gz", "kernel/empty-n3.log.zst", "kernel/empty-n1.boot",
-                "jobs/777/train.log", "slurm/sacct.txt", "slurm/slurmctld.log", "jobs/777/flight_recorder/rank_0.json"):
+    for rel in (
+        "kernel/empty-n1.log",
+        "kernel/empty-n2.log.gz",
+        "kernel/empty-n3.log.zst",
+        "kernel/empty-n1.boot",
+        "jobs/777/train.log",
+        "slurm/sacct.txt",
+        "slurm/slurmctld.log",
+        "jobs/777/flight_recorder/rank_0.json",
+    ):
         write(day / rel, b"")
     case.nodes += ["empty-n1", "empty-n2", "empty-n3"]
     return case
@@ -231,8 +257,9 @@ def _kernel_body(node: str, n: int) -> bytes:
 def noisy_kernel_body(node: str, n: int, seed: int = 5) -> bytes:
     """``n`` benign lines carrying random hex (compresses only ~3:1, unlike ``_kernel_body``)."""
     rng = random.Random(seed)
-    return "".join(line(BENIGN, node, f"03:{i // 60 % 60:02d}:{i % 60:02d}") + f" id={rng.randbytes(24).hex()}\n"
-                   for i in range(n)).encode()
+    return "".join(
+        line(BENIGN, node, f"03:{i // 60 % 60:02d}:{i % 60:02d}") + f" id={rng.randbytes(24).hex()}\n" for i in range(n)
+    ).encode()
 
 
 def case_gzip(root: Path) -> Case:
@@ -241,12 +268,12 @@ def case_gzip(root: Path) -> Case:
     day = case.day(root) / "kernel"
     body = _kernel_body("gz-n1", 20000)
     blob = gzip.compress(body, 6)
-    write(day / "gz-n1.log.gz", blob[: len(blob) * 2 // 3])                 # truncated
+    write(day / "gz-n1.log.gz", blob[: len(blob) * 2 // 3])  # truncated
     bad = bytearray(gzip.compress(_kernel_body("gz-n2", 2000), 6))
-    bad[40:80] = bytes(40)                                                  # corrupt deflate data
+    bad[40:80] = bytes(40)  # corrupt deflate data
     write(day / "gz-n2.log.gz", bytes(bad))
-    write(day / "gz-n3.log.gz", _kernel_body("gz-n3", 10))                  # plain text named .gz
-    write(day / "gz-n4.log.gz", gzip.compress(_kernel_body("gz-n4", 10)))   # fine
+    write(day / "gz-n3.log.gz", _kernel_body("gz-n3", 10))  # plain text named .gz
+    write(day / "gz-n4.log.gz", gzip.compress(_kernel_body("gz-n4", 10)))  # fine
     case.nodes += ["gz-n1", "gz-n2", "gz-n3", "gz-n4"]
     return case
 
@@ -254,8 +281,10 @@ def case_gzip(root: Path) -> Case:
 def case_gzip_trailing_garbage(root: Path) -> Case:
     """A complete gzip member followed by junk (``gzip -d`` keeps the data and warns)."""
     case = _case(root, "gztrail")
-    write(case.day(root) / "kernel" / "gztrail-n1.log.gz",
-          gzip.compress(_kernel_body("gztrail-n1", 100)) + b"trailing junk from a broken shipper\n")
+    write(
+        case.day(root) / "kernel" / "gztrail-n1.log.gz",
+        gzip.compress(_kernel_body("gztrail-n1", 100)) + b"trailing junk from a broken shipper\n",
+    )
     case.nodes.append("gztrail-n1")
     return case
 
@@ -265,9 +294,9 @@ def case_zstd(root: Path) -> Case:
     case = _case(root, "zst")
     day = case.day(root) / "kernel"
     bad = bytearray(zstandard.ZstdCompressor().compress(_kernel_body("zst-n1", 2000)))
-    bad[len(bad) // 2: len(bad) // 2 + 32] = bytes(32)
-    write(day / "zst-n1.log.zst", bytes(bad))                                 # corrupt
-    write(day / "zst-n2.log.zst", _kernel_body("zst-n2", 10))                 # plain text named .zst
+    bad[len(bad) // 2 : len(bad) // 2 + 32] = bytes(32)
+    write(day / "zst-n1.log.zst", bytes(bad))  # corrupt
+    write(day / "zst-n2.log.zst", _kernel_body("zst-n2", 10))  # plain text named .zst
     write(day / "zst-n3.log.zst", zstandard.ZstdCompressor().compress(_kernel_body("zst-n3", 10)))  # fine
     case.nodes += ["zst-n1", "zst-n2", "zst-n3"]
     return case
@@ -276,8 +305,10 @@ def case_zstd(root: Path) -> Case:
 def truncated_zstd(n_lines: int = 20000) -> bytes:
     """A zstd archive cut at two thirds: its first blocks are readable, its end is missing."""
     rng = random.Random(3)
-    lines = [line(XID79 if i % 10 == 0 else BENIGN, f"n{rng.randrange(10**6)}", f"03:{i // 60 % 60:02d}:{i % 60:02d}")
-             for i in range(n_lines)]
+    lines = [
+        line(XID79 if i % 10 == 0 else BENIGN, f"n{rng.randrange(10**6)}", f"03:{i // 60 % 60:02d}:{i % 60:02d}")
+        for i in range(n_lines)
+    ]
     blob = zstandard.ZstdCompressor(level=1).compress(("\n".join(lines) + "\n").encode())
     return blob[: len(blob) * 2 // 3]
 
@@ -290,7 +321,7 @@ def case_zstd_truncated(root: Path) -> Case:
 
 
 BOMB_LINE = b"Nov 24 03:00:00 bomb-n1 kernel: usb 1-1: new high-speed USB device number 2 using xhci_hcd\n"
-BOMB_BYTES = 64 << 20          # what the bombs expand to; the reader stops long before
+BOMB_BYTES = 64 << 20  # what the bombs expand to; the reader stops long before
 
 
 def zstd_bomb(size: int = BOMB_BYTES) -> bytes:
@@ -303,6 +334,7 @@ def zstd_bomb(size: int = BOMB_BYTES) -> bytes:
 
 def gzip_bomb(size: int = BOMB_BYTES) -> bytes:
     import zlib
+
     c = zlib.compressobj(9, zlib.DEFLATED, 31)
     chunk = BOMB_LINE * ((1 << 20) // len(BOMB_LINE))
     return b"".join(c.compress(chunk) for _ in range(size // len(chunk))) + c.flush()
@@ -335,17 +367,21 @@ def case_unknown_format(root: Path) -> Case:
     """Logs in formats faultline does not know, and files outside the layout."""
     case = _case(root, "unknown")
     day = case.day(root)
-    logfmt = "\n".join(f'time=2026-11-24T03:00:{i:02d}Z level=info msg="heartbeat {i}" node=unknown-n1'
-                       for i in range(20)) + "\n"
+    logfmt = (
+        "\n".join(f'time=2026-11-24T03:00:{i:02d}Z level=info msg="heartbeat {i}" node=unknown-n1' for i in range(20))
+        + "\n"
+    )
     write(day / "kernel" / "unknown-n1.log", logfmt)
-    jsonl = "\n".join(json.dumps({"@timestamp": f"2026-11-24T03:00:{i:02d}Z", "message": f"tick {i}"})
-                      for i in range(10)) + "\n"
+    jsonl = (
+        "\n".join(json.dumps({"@timestamp": f"2026-11-24T03:00:{i:02d}Z", "message": f"tick {i}"}) for i in range(10))
+        + "\n"
+    )
     write(day / "kernel" / "unknown-n2.log", jsonl)
     write(day / "kernel" / "unknown-n3.log.bz2", b"BZh91AY&SY" + bytes(range(64)))
     write(day / "kernel" / "unknown-n3.txt", "not a log name\n")
     write(day / "README.md", "dropped here by someone\n")
     write(day / "slurm" / "sacct.csv", "JobID,State\n1,FAILED\n")
-    write(day / "kernel" / "bad name.log", line(XID79, "bad-name", "03:00:00") + "\n")   # not a valid name
+    write(day / "kernel" / "bad name.log", line(XID79, "bad-name", "03:00:00") + "\n")  # not a valid name
     case.nodes += ["unknown-n1", "unknown-n2", "unknown-n3"]
     return case
 
@@ -355,16 +391,31 @@ def case_time_jumps(root: Path) -> Case:
     case = _case(root, "timejump")
     node = "timejump-n1"
     iso = "{ts} {node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus."
-    stamps = ["2026-11-24T03:00:00+00:00", "2026-11-24T01:00:00+00:00", "2026-11-24T23:59:59+00:00",
-              "2026-11-27T03:00:00+00:00", "2025-11-24T03:00:00+00:00", "2026-11-24T02:00:00+00:00",
-              "1970-01-01T00:00:01+00:00", "2099-12-31T23:59:59+00:00"]
+    stamps = [
+        "2026-11-24T03:00:00+00:00",
+        "2026-11-24T01:00:00+00:00",
+        "2026-11-24T23:59:59+00:00",
+        "2026-11-27T03:00:00+00:00",
+        "2025-11-24T03:00:00+00:00",
+        "2026-11-24T02:00:00+00:00",
+        "1970-01-01T00:00:01+00:00",
+        "2099-12-31T23:59:59+00:00",
+    ]
     write(case.day(root) / "kernel" / f"{node}.log", "".join(iso.format(ts=s, node=node) + "\n" for s in stamps))
     case.nodes.append(node)
     return case
 
 
-TIME_JUMP_STAMPS = ["2026-11-24T03:00:00", "2026-11-24T01:00:00", "2026-11-24T23:59:59", "2026-11-27T03:00:00",
-                    "2025-11-24T03:00:00", "2026-11-24T02:00:00", "1970-01-01T00:00:01", "2099-12-31T23:59:59"]
+TIME_JUMP_STAMPS = [
+    "2026-11-24T03:00:00",
+    "2026-11-24T01:00:00",
+    "2026-11-24T23:59:59",
+    "2026-11-27T03:00:00",
+    "2025-11-24T03:00:00",
+    "2026-11-24T02:00:00",
+    "1970-01-01T00:00:01",
+    "2099-12-31T23:59:59",
+]
 
 
 def case_clock_skew(root: Path) -> Case:
@@ -389,9 +440,11 @@ def case_year_boundary(root: Path) -> Case:
     write(case.day(root, "2026-12-31") / "kernel" / f"{node}.log", "\n".join(dec31) + "\n")
     jan1 = [line(XID79, node, "23:59:59", "2026-12-31"), line(EXT4, node, "00:00:07", "2027-01-01")]
     write(case.day(root, "2027-01-01") / "kernel" / f"{node}.log", "\n".join(jan1) + "\n")
-    glog = ("[rank0]:[E{md} {hms}.123456789 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
-            "ran for 600032 milliseconds before timing out.\n")
+    glog = (
+        "[rank0]:[E{md} {hms}.123456789 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600032 milliseconds before timing out.\n"
+    )
     write(case.day(root, "2026-12-31") / "jobs" / "888" / "train.log", glog.format(md="0101", hms="00:10:00"))
     write(case.day(root, "2027-01-01") / "jobs" / "889" / "train.log", glog.format(md="1231", hms="23:50:00"))
     case.nodes.append(node)
@@ -405,24 +458,36 @@ def case_not_in_inventory(root: Path) -> Case:
     write(case.day(root) / "kernel" / f"{node}.log", good_kernel(node))
     rows = [SACCT_HEADER] + [r.format(n1=node, n2="noinv-ghost2") for r in SACCT_GOOD_ROWS]
     write(case.day(root) / "slurm" / "sacct.txt", "\n".join(rows) + "\n")
-    return case                       # ghost nodes deliberately not in case.nodes
+    return case  # ghost nodes deliberately not in case.nodes
 
 
 # sacct rows that must be quarantined, with the reason parse_sacct gives (line_no in file)
 SACCT_BAD_ROWS = [
     ("12347|short|row", "expected 14 '|'-separated fields, got 3"),
-    ("abc|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
-     "bad JobID 'abc'"),
-    ("12348|train|alice|gpu|n1|1|gres/gpu=8|2026-13-45T99:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
-     "bad Submit time '2026-13-45T99:00:00'"),
-    ("12349|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|soon|FAILED|1:0|None",
-     "bad Elapsed 'soon'"),
-    ("12350|train|alice|gpu|n[1-|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
-     None),                                                                   # bad NodeList: ...
-    ("12351|train|alice|gpu|n1|x|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
-     "bad NNodes 'x'"),
-    ("12352|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|one|None",
-     "bad ExitCode 'one'"),
+    (
+        "abc|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
+        "bad JobID 'abc'",
+    ),
+    (
+        "12348|train|alice|gpu|n1|1|gres/gpu=8|2026-13-45T99:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
+        "bad Submit time '2026-13-45T99:00:00'",
+    ),
+    (
+        "12349|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|soon|FAILED|1:0|None",
+        "bad Elapsed 'soon'",
+    ),
+    (
+        "12350|train|alice|gpu|n[1-|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
+        None,
+    ),  # bad NodeList: ...
+    (
+        "12351|train|alice|gpu|n1|x|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|1:0|None",
+        "bad NNodes 'x'",
+    ),
+    (
+        "12352|train|alice|gpu|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-11-24T01:00:00|2026-11-24T02:00:00|01:00:00|FAILED|one|None",
+        "bad ExitCode 'one'",
+    ),
     ("\x00\x01\xff binary|||", "expected 14 '|'-separated fields, got 4"),
 ]
 
@@ -452,8 +517,10 @@ class PicklePayload:
 
 def evil_pickle(marker: Path) -> bytes:
     """A pickle shaped like a flight-recorder dump whose loading runs ``os.mkdir(marker)``."""
-    return pickle.dumps({"version": "2.4", "rank": 3, "entries": [], "pg_status": {"0": {}},
-                         "x": PicklePayload(str(marker))}, protocol=4)
+    return pickle.dumps(
+        {"version": "2.4", "rank": 3, "entries": [], "pg_status": {"0": {}}, "x": PicklePayload(str(marker))},
+        protocol=4,
+    )
 
 
 def case_pickle(root: Path, marker: Path) -> Case:
@@ -468,7 +535,7 @@ def case_pickle(root: Path, marker: Path) -> Case:
     write(fr / "rank_4.json", evil_pickle(marker))
     write(fr / "rank_5.json", pickle.dumps({"entries": [], "x": PicklePayload(str(marker))}, protocol=0))
     write(fr / "rank_6.pt", b"PK\x03\x04" + bytes(60))
-    write(fr / "rank_7.json", b'{"rank": 7, "entries": [1, 2')                   # broken JSON
+    write(fr / "rank_7.json", b'{"rank": 7, "entries": [1, 2')  # broken JSON
     return case
 
 
@@ -480,7 +547,7 @@ def case_links(root: Path, outside: Path) -> Case:
     secret = write(outside / "secret.log", line(XID79, "secret", "03:00:00") + "\n")
     write(outside / "job" / "leak.log", GOOD_JOB)
     (day / "kernel" / "links-abs.log").symlink_to(secret)
-    rel = os.path.relpath(secret, day / "kernel")                         # ../../../../../outside/secret.log
+    rel = os.path.relpath(secret, day / "kernel")  # ../../../../../outside/secret.log
     assert ".." in rel
     (day / "kernel" / "links-rel.log").symlink_to(rel)
     (day / "kernel" / "links-inside.log").symlink_to(f"{case.nodes[0]}.log")
@@ -504,10 +571,12 @@ def case_control_bytes(root: Path) -> Case:
     form of binary that is still pure ASCII."""
     case = _case(root, "ctrl")
     node = "ctrl-n1"
-    blob = ((line(BENIGN, node, "03:00:00") + "\n").encode()
-            + b"\x01\x02\x03\x04\x05\x06\x07\x08 ascii control junk\n"           # line 2
-            + b"\x7f\x7f\x1c\x1d\x1e\n"                                          # line 3
-            + (line(EXT4, node, "03:00:01") + "\n").encode())
+    blob = (
+        (line(BENIGN, node, "03:00:00") + "\n").encode()
+        + b"\x01\x02\x03\x04\x05\x06\x07\x08 ascii control junk\n"  # line 2
+        + b"\x7f\x7f\x1c\x1d\x1e\n"  # line 3
+        + (line(EXT4, node, "03:00:01") + "\n").encode()
+    )
     write(case.day(root) / "kernel" / f"{node}.log", blob)
     case.nodes.append(node)
     return case
@@ -515,10 +584,29 @@ def case_control_bytes(root: Path) -> Case:
 
 # --------------------------------------------------------------------------- the corpus
 
-BUILDERS = [case_control, case_binary, case_nul, case_utf8, case_crlf, case_cr_only, case_long_line, case_empty,
-            case_gzip, case_gzip_trailing_garbage, case_zstd, case_zstd_truncated, case_bomb, case_duplicate,
-            case_unknown_format, case_time_jumps, case_clock_skew, case_year_boundary, case_not_in_inventory,
-            case_sacct, case_control_bytes]
+BUILDERS = [
+    case_control,
+    case_binary,
+    case_nul,
+    case_utf8,
+    case_crlf,
+    case_cr_only,
+    case_long_line,
+    case_empty,
+    case_gzip,
+    case_gzip_trailing_garbage,
+    case_zstd,
+    case_zstd_truncated,
+    case_bomb,
+    case_duplicate,
+    case_unknown_format,
+    case_time_jumps,
+    case_clock_skew,
+    case_year_boundary,
+    case_not_in_inventory,
+    case_sacct,
+    case_control_bytes,
+]
 
 
 def write_inventory(root: Path, cases: list[Case]) -> None:

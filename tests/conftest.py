@@ -1,4 +1,5 @@
 """Shared fixtures: a small landing folder written by hand with real-format lines."""
+
 from __future__ import annotations
 
 import hashlib
@@ -60,14 +61,30 @@ step 1200 loss 2.3417
 
 
 def _dump(rank: int, last_completed: int) -> str:
-    entries = [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce",
-                "state": "completed" if s <= last_completed else "started", "pg_id": "0"}
-               for s in range(last_completed - 2, last_completed + 2)]
-    return json.dumps({"version": "2.4", "rank": rank, "pg_config": {"0": {"desc": "default_pg"}},
-                       "pg_status": {"0": {"last_enqueued_collective": last_completed + 1,
-                                           "last_started_collective": last_completed + 1,
-                                           "last_completed_collective": last_completed}},
-                       "entries": entries})
+    entries = [
+        {
+            "collective_seq_id": s,
+            "profiling_name": "nccl:all_reduce",
+            "state": "completed" if s <= last_completed else "started",
+            "pg_id": "0",
+        }
+        for s in range(last_completed - 2, last_completed + 2)
+    ]
+    return json.dumps(
+        {
+            "version": "2.4",
+            "rank": rank,
+            "pg_config": {"0": {"desc": "default_pg"}},
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": last_completed + 1,
+                    "last_started_collective": last_completed + 1,
+                    "last_completed_collective": last_completed,
+                }
+            },
+            "entries": entries,
+        }
+    )
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -92,10 +109,11 @@ def make_landing(root: Path) -> Path:
     for rank, done in ((0, 88214), (1, 88214), (2, 88213)):
         write(day / "jobs" / "12345" / "flight_recorder" / f"rank_{rank}.json", _dump(rank, done))
     write(day / "jobs" / "12345" / "flight_recorder" / "rank_3.pkl", pickle.dumps({"entries": []}, protocol=4))
-    write(root / "northwind" / "c1" / "2026-11-25" / "kernel" / "node-a01.log",
-          KERNEL_BSD.replace("Nov 24", "Nov 25"))
-    write(root / "bluepeak" / "west-2" / "2026-11-24" / "kernel" / "gpu-b07.log",
-          KERNEL_JOURNALD.replace("node-a02", "gpu-b07"))
+    write(root / "northwind" / "c1" / "2026-11-25" / "kernel" / "node-a01.log", KERNEL_BSD.replace("Nov 24", "Nov 25"))
+    write(
+        root / "bluepeak" / "west-2" / "2026-11-24" / "kernel" / "gpu-b07.log",
+        KERNEL_JOURNALD.replace("node-a02", "gpu-b07"),
+    )
     write(root / "_truth" / "northwind" / "c1" / "2026-11-24" / "labels.csv", "x\n")
     write(root / ".staging" / "partial.log", "x\n")
     return root

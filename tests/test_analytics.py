@@ -1,4 +1,5 @@
 """Incidents, attribution, rates and lemons on a hand-built partition of real-format lines."""
+
 import datetime as dt
 
 import numpy as np
@@ -8,11 +9,12 @@ import pytest
 from faultline.analytics.build import compute
 from faultline.analytics.rates import covered_days
 from faultline.analytics.stats import bh_reject, poisson_ci, rate_ratio_ci
-from faultline.ingest.partition import ingest_partition
 from faultline.ingest.landing import read_inventory
+from faultline.ingest.partition import ingest_partition
 
 INVENTORY = "provider,cluster,rack,node,gpus,leaf_switch\n" + "".join(
-    f"acme,c1,{'r1' if i <= 4 else 'r2'},n{i},8,{'leaf1' if i <= 4 else 'leaf2'}\n" for i in range(1, 9))
+    f"acme,c1,{'r1' if i <= 4 else 'r2'},n{i},8,{'leaf1' if i <= 4 else 'leaf2'}\n" for i in range(1, 9)
+)
 
 
 def kernel(node: str, lines: list[str]) -> str:
@@ -27,9 +29,11 @@ SACCT = """JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|E
 104|probe|erin|gpu|n4|1|cpu=8,gres/gpu=8,node=1|2026-11-24T00:00:00|2026-11-24T00:00:00|2026-11-24T05:00:00|05:00:00|FAILED|1:0|None
 105|ok|frank|gpu|n4|1|cpu=8,gres/gpu=8,node=1|2026-11-24T06:00:00|2026-11-24T06:00:00|2026-11-24T07:00:00|01:00:00|COMPLETED|0:0|None
 """
-WATCHDOG = ("[rank{r}]:[E1124 04:19:30.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-            "operation timeout: WorkNCCL(SeqNum=88214, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
-            "Timeout(ms)=600000) ran for 600032 milliseconds before timing out.\n")
+WATCHDOG = (
+    "[rank{r}]:[E1124 04:19:30.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=88214, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+    "Timeout(ms)=600000) ran for 600032 milliseconds before timing out.\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,31 +44,55 @@ def inputs(tmp_path_factory):
     (day / "slurm").mkdir()
     (root / "inventory.csv").write_text(INVENTORY)
     (day / "slurm" / "sacct.txt").write_text(SACCT)
-    burst = [("06:00:0%d" % (i // 70), "NVRM: Xid (PCI:0000:5d:00): 95, pid=1, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No")
-             for i in range(200)]
+    burst = [
+        (
+            f"06:00:0{i // 70}",
+            "NVRM: Xid (PCI:0000:5d:00): 95, pid=1, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No",
+        )
+        for i in range(200)
+    ]
     (day / "kernel" / "n1.log").write_text(kernel("n1", burst))
-    (day / "kernel" / "n2.log").write_text(kernel("n2", [
-        ("03:14:07", "NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus."),
-        ("03:14:07", "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.")]))
-    (day / "kernel" / "n4.log").write_text(kernel("n4", [
-        ("03:00:00", "NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.")]))
+    (day / "kernel" / "n2.log").write_text(
+        kernel(
+            "n2",
+            [
+                ("03:14:07", "NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus."),
+                ("03:14:07", "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."),
+            ],
+        )
+    )
+    (day / "kernel" / "n4.log").write_text(
+        kernel(
+            "n4",
+            [
+                (
+                    "03:00:00",
+                    "NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.",
+                )
+            ],
+        )
+    )
     for i, t in zip((5, 6, 7, 8), ("05:00:01", "05:00:40", "05:01:15", "05:01:50")):
         (day / "kernel" / f"n{i}.log").write_text(kernel(f"n{i}", [(t, "mlx5_core 0000:5e:00.0 ibp94s0: Link down")]))
     jobs = day / "jobs"
     (jobs / "100").mkdir(parents=True)
     (jobs / "100" / "slurm-100.log").write_text(
         "[rank3]:Traceback (most recent call last):\n"
-        "[rank3]:  File \"/workspace/train.py\", line 211, in <module>\n"
-        "[rank3]:RuntimeError: CUDA error: unspecified launch failure\n" + WATCHDOG.format(r=12))
+        '[rank3]:  File "/workspace/train.py", line 211, in <module>\n'
+        "[rank3]:RuntimeError: CUDA error: unspecified launch failure\n" + WATCHDOG.format(r=12)
+    )
     (jobs / "101").mkdir()
     (jobs / "101" / "slurm-101.log").write_text(
-        "[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.02 GiB is free.\n")
+        "[rank0]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.02 GiB is free.\n"
+    )
     (jobs / "102").mkdir()
     (jobs / "102" / "slurm-102.log").write_text("".join(WATCHDOG.format(r=r) for r in [*range(0, 8), *range(16, 24)]))
     (jobs / "104").mkdir()
     (jobs / "104" / "slurm-104.log").write_text("step 10 loss 2.1\n")
     pt = ingest_partition(root, "acme", "c1", "2026-11-24")
-    assert pt.audit["lines_read"].sum() == (pt.audit["event_lines"] + pt.audit["benign"] + pt.audit["quarantined"]).sum()
+    assert (
+        pt.audit["lines_read"].sum() == (pt.audit["event_lines"] + pt.audit["benign"] + pt.audit["quarantined"]).sum()
+    )
     days = covered_days([("acme", "c1", dt.date(2026, 11, 24))])
     return pt.events, pt.jobs, pt.flight, read_inventory(root), days
 
@@ -92,8 +120,13 @@ def _job(tables, job_id):
 
 def test_hardware_fault_beats_the_cuda_error_and_timeouts_it_caused(tables):
     j = _job(tables, "100")
-    assert (j["root_cause"], j["domain"], j["culprit_node"], j["culprit_gpu"], j["confidence"]) == \
-        ("gpu_bus_lost", "hardware", "n2", "0000:3b:00", 0.95)
+    assert (j["root_cause"], j["domain"], j["culprit_node"], j["culprit_gpu"], j["confidence"]) == (
+        "gpu_bus_lost",
+        "hardware",
+        "n2",
+        "0000:3b:00",
+        0.95,
+    )
     assert j["gpus"] == 16 and j["gpu_hours_lost"] == pytest.approx(16 * (2 + 24.5 / 60), abs=0.01)
     assert "Xid (PCI:0000:3b:00): 79" in j["evidence"] and j["decided_by"].startswith("node:")
 
@@ -111,7 +144,12 @@ def test_all_ranks_timed_out_culprit_is_the_node_missing_from_the_reports(tables
 
 def test_scheduler_state_only_when_nothing_else_explains(tables):
     j = _job(tables, "103")
-    assert (j["root_cause"], j["domain"], j["confidence"], j["decided_by"]) == ("scheduler", "symptom", 0.9, "state:TIMEOUT")
+    assert (j["root_cause"], j["domain"], j["confidence"], j["decided_by"]) == (
+        "scheduler",
+        "symptom",
+        0.9,
+        "state:TIMEOUT",
+    )
 
 
 def test_fault_long_before_the_end_is_not_evidence(tables):
@@ -141,8 +179,8 @@ def test_node_rates_and_intervals(tables):
 
 def test_exact_poisson_interval_and_bh():
     lo, hi = poisson_ci([0, 10], [1.0, 1.0])
-    assert lo[0] == 0.0 and hi[0] == pytest.approx(3.6889, abs=1e-3)        # Garwood, k = 0
-    assert (lo[1], hi[1]) == pytest.approx((4.7954, 18.3904), abs=1e-3)      # k = 10
+    assert lo[0] == 0.0 and hi[0] == pytest.approx(3.6889, abs=1e-3)  # Garwood, k = 0
+    assert (lo[1], hi[1]) == pytest.approx((4.7954, 18.3904), abs=1e-3)  # k = 10
     assert bh_reject(np.array([0.001, 0.01, 0.03, 0.04, 0.5]), 0.05).tolist() == [True, True, True, True, False]
     # listed p values from a bigger family (the rest were not worth listing): corrected over all of it
     assert bh_reject(np.array([0.001, 0.01]), 0.05, n_tests=10).tolist() == [True, True]

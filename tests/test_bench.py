@@ -1,6 +1,7 @@
 """The benchmark suite (bench/suite.py) at CI size: every section runs, its table has every
 row, every figure is finite and positive, and the JSON parses. No timing assertions: the
 point is that the suite cannot rot, not how fast this machine is."""
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,13 @@ def _positive(value, what: str) -> None:
 def ci_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     js = out / "bench.json"
-    res = subprocess.run([sys.executable, str(SUITE), "--size", "ci", "--json", str(js),
-                          "--workdir", str(out / "work")],
-                         capture_output=True, text=True, cwd=out, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(SUITE), "--size", "ci", "--json", str(js), "--workdir", str(out / "work")],
+        capture_output=True,
+        text=True,
+        cwd=out,
+        timeout=300,
+    )
     assert res.returncode == 0, f"the suite failed:\n{res.stderr[-6000:]}"
     return res.stdout, json.loads(js.read_text())
 
@@ -41,17 +46,43 @@ def test_table_has_every_section_and_row(ci_run):
     assert data["table"].strip("\n") == table.strip("\n")
     assert table.startswith("## faultline benchmark suite (ci size)")
     assert "CPUs (" in table and "GiB RAM" in table
-    for heading in ("### Parse and classify", "### Orchestration overhead", "### Nightly pipeline, fleet-day", "### Scaling",
-                    "### Named queries over", "### Targets"):
+    for heading in (
+        "### Parse and classify",
+        "### Orchestration overhead",
+        "### Nightly pipeline, fleet-day",
+        "### Scaling",
+        "### Named queries over",
+        "### Targets",
+    ):
         assert heading in table, heading
-    for row in ("| grep -cE", "| faultline parse + classify", "| Python per-line regex loop", "| Drain3 ",
-                "| wall, `faultline run`", "| peak RSS (summed", "| bytes read: landing", "| bytes read: rchar",
-                "| bare parse (`ingest_partition`", "| pipeline wall / bare parse wall",
-                "| 1/4 |", "| 1/2 |", "| 1x |", "| pipeline: deviation from a straight line",
-                "| pipeline: deviation from proportional", "| **max p95** |", "| render html", "| render md",
-                "| Dagster ingest (range runs", "| `faultline run` (ingest + analytics",
-                "| orchestration overhead ≤ 1.5x (demo) |", "| parse ≥ 0.6x grep |", "| fleet-day nightly ≤ 10 min |", "| fleet-day peak RSS ≤ 4 GiB |",
-                "| linear within 15% (straight-line fit) |", "| named queries p95 ≤ 1 s over a year |"):
+    for row in (
+        "| grep -cE",
+        "| faultline parse + classify",
+        "| Python per-line regex loop",
+        "| Drain3 ",
+        "| wall, `faultline run`",
+        "| peak RSS (summed",
+        "| bytes read: landing",
+        "| bytes read: rchar",
+        "| bare parse (`ingest_partition`",
+        "| pipeline wall / bare parse wall",
+        "| 1/4 |",
+        "| 1/2 |",
+        "| 1x |",
+        "| pipeline: deviation from a straight line",
+        "| pipeline: deviation from proportional",
+        "| **max p95** |",
+        "| render html",
+        "| render md",
+        "| Dagster ingest (range runs",
+        "| `faultline run` (ingest + analytics",
+        "| orchestration overhead ≤ 1.5x (demo) |",
+        "| parse ≥ 0.6x grep |",
+        "| fleet-day nightly ≤ 10 min |",
+        "| fleet-day peak RSS ≤ 4 GiB |",
+        "| linear within 15% (straight-line fit) |",
+        "| named queries p95 ≤ 1 s over a year |",
+    ):
         assert row in table, row
     for name in load_queries():
         assert f"| `{name}` |" in table, name
@@ -79,14 +110,38 @@ def test_figures_are_finite_and_positive(ci_run):
     assert isinstance(p["target_met"], bool)
 
     o = data["overhead"]
-    for k in ("partitions", "files", "landing_bytes", "bare_s", "plain_s", "ingest_s", "run_s", "ratio", "run_ratio",
-              "plain_ratio", "dagster_ratio"):
+    for k in (
+        "partitions",
+        "files",
+        "landing_bytes",
+        "bare_s",
+        "plain_s",
+        "ingest_s",
+        "run_s",
+        "ratio",
+        "run_ratio",
+        "plain_ratio",
+        "dagster_ratio",
+    ):
         _positive(o[k], f"overhead {k}")
     assert o["run_s"] > o["ingest_s"] and isinstance(o["target_met"], bool)
     assert o["dagster_ratio"] == o["ingest_s"] / o["plain_s"]
 
-    point_keys = ("nodes", "partitions", "files", "lines", "landing_bytes", "audit_bytes", "pipeline_s",
-                  "pipeline_peak_rss", "pipeline_rchar", "bare_s", "bare_peak_rss", "bare_rchar", "ratio")
+    point_keys = (
+        "nodes",
+        "partitions",
+        "files",
+        "lines",
+        "landing_bytes",
+        "audit_bytes",
+        "pipeline_s",
+        "pipeline_peak_rss",
+        "pipeline_rchar",
+        "bare_s",
+        "bare_peak_rss",
+        "bare_rchar",
+        "ratio",
+    )
     f = data["fleet"]
     for k in point_keys:
         _positive(f[k], f"fleet {k}")
@@ -121,11 +176,11 @@ def test_figures_are_finite_and_positive(ci_run):
 def test_linearity_and_percentiles():
     import suite
 
-    straight = suite.linearity([(1.0, 12.0), (2.0, 22.0), (4.0, 42.0)])   # 2 s fixed + 10 s per unit
+    straight = suite.linearity([(1.0, 12.0), (2.0, 22.0), (4.0, 42.0)])  # 2 s fixed + 10 s per unit
     assert straight["fit_max_dev"] == pytest.approx(0.0, abs=1e-12)
     assert straight["fit_intercept"] == pytest.approx(2.0)
     assert straight["proportional_max_dev"] == pytest.approx((12.0 / (42.0 / 4)) - 1)
-    bent = suite.linearity([(1.0, 10.0), (2.0, 20.0), (4.0, 80.0)])        # superlinear
+    bent = suite.linearity([(1.0, 10.0), (2.0, 20.0), (4.0, 80.0)])  # superlinear
     assert bent["fit_max_dev"] > 0.15
     assert suite.nearest_rank([5, 1, 4, 2, 3, 7, 6], 0.95) == 7
     assert suite.nearest_rank([5, 1, 4, 2, 3, 7, 6], 0.50) == 4

@@ -7,6 +7,7 @@ than the page itself, and show its sections. A screenshot goes to tests/artifact
 Chromium is required in CI (``CI`` set): the test fails there when it is missing; elsewhere
 it skips. Install: ``apt-get install -y chromium`` (Debian).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,39 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from faultline.report import build_report
 from test_sql import SCRIPT, build_demo_warehouse
 
+from faultline.report import build_report
+
 ARTIFACTS = Path(os.environ.get("FAULTLINE_TEST_ARTIFACTS", Path(__file__).parent / "artifacts"))
-SECTIONS = ["headline", "scoreboard", "causes", "timeline", "racks", "lemons", "failed-jobs", "signatures",
-            "data-quality", "postmortems"]
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-         "--remote-debugging-port=0", "--remote-allow-origins=*"]
+SECTIONS = [
+    "headline",
+    "scoreboard",
+    "causes",
+    "timeline",
+    "racks",
+    "lemons",
+    "failed-jobs",
+    "signatures",
+    "data-quality",
+    "postmortems",
+]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
+]
 
 
 def _chromium() -> str:
@@ -91,14 +114,17 @@ class DevTools:
         return res["result"].get("value")
 
 
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     exe = _chromium()
     profile = tmp_path_factory.mktemp("chromium-profile")
     log = open(profile.parent / "chromium.log", "wb")
-    proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
@@ -134,16 +160,22 @@ def page(browser, tmp_path_factory):
     browser.events.clear()
     browser.send("Page.navigate", url=url)
     browser.wait_for("Page.loadEventFired", timeout=60)
-    browser.drain(1.5)   # late console messages, lazy requests
+    browser.drain(1.5)  # late console messages, lazy requests
     return browser, url
 
 
 def test_no_console_errors_exceptions_or_dialogs(page):
     tools, _ = page
-    bad = [e for e in tools.events if e["method"] in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown",
-                                                      "Page.javascriptDialogOpening")]
-    bad += [e for e in tools.events if e["method"] == "Log.entryAdded"
-            and e["params"]["entry"].get("level") in ("error", "warning")]
+    bad = [
+        e
+        for e in tools.events
+        if e["method"] in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown", "Page.javascriptDialogOpening")
+    ]
+    bad += [
+        e
+        for e in tools.events
+        if e["method"] == "Log.entryAdded" and e["params"]["entry"].get("level") in ("error", "warning")
+    ]
     assert not bad, json.dumps(bad, indent=1)[:3000]
 
 
@@ -165,9 +197,10 @@ def test_sections_render_and_payloads_stay_text(page):
     assert tools.evaluate("document.querySelectorAll('#racks svg rect').length") > 0
     n_links = tools.evaluate("document.querySelectorAll('a[href^=\"#job-\"]').length")
     n_targets = tools.evaluate(
-        "[...document.querySelectorAll('a[href^=\"#job-\"]')].filter(a => document.getElementById(a.hash.slice(1))).length")
+        "[...document.querySelectorAll('a[href^=\"#job-\"]')].filter(a => document.getElementById(a.hash.slice(1))).length"
+    )
     assert n_links > 0 and n_links == n_targets
-    assert SCRIPT in tools.evaluate("document.body.innerText")   # shown, as text
+    assert SCRIPT in tools.evaluate("document.body.innerText")  # shown, as text
     width = tools.evaluate("document.documentElement.scrollWidth")
     assert width <= 1400 + 400, f"page is {width}px wide"
 
@@ -175,8 +208,12 @@ def test_sections_render_and_payloads_stay_text(page):
 def test_screenshot(page):
     tools, _ = page
     height = min(int(tools.evaluate("document.documentElement.scrollHeight")), 6000)
-    shot = tools.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                      clip={"x": 0, "y": 0, "width": 1400, "height": height, "scale": 1})
+    shot = tools.send(
+        "Page.captureScreenshot",
+        format="png",
+        captureBeyondViewport=True,
+        clip={"x": 0, "y": 0, "width": 1400, "height": height, "scale": 1},
+    )
     import base64
 
     data = base64.b64decode(shot["data"])
@@ -197,8 +234,10 @@ def test_the_checks_catch_a_bad_page(page, tmp_path):
     """The detectors above are live: a page with a script, a console error and an image fails them."""
     tools, _ = page
     bad = tmp_path / "bad.html"
-    bad.write_text('<!DOCTYPE html><title>bad</title><img src="missing.png">'
-                   '<script>console.error("boom"); throw new Error("kaput")</script>')
+    bad.write_text(
+        '<!DOCTYPE html><title>bad</title><img src="missing.png">'
+        '<script>console.error("boom"); throw new Error("kaput")</script>'
+    )
     events = _load(tools, bad.as_uri())
     kinds = {e["method"] for e in events}
     assert {"Runtime.consoleAPICalled", "Runtime.exceptionThrown"} <= kinds

@@ -6,6 +6,7 @@ February the open one. Each test works on its own copy. "Truth" is what the view
 without any compacted file (the day files only): with compaction every view, named query,
 column and type must be the same, whatever happened to the day files since.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,10 +22,14 @@ import pytest
 from conftest import frame_hash
 
 from faultline.lake import compact as C
-from faultline.lake import files as lake, queries as Q, snapshot as S, storage, views as W
+from faultline.lake import files as lake
+from faultline.lake import queries as Q
+from faultline.lake import snapshot as S
+from faultline.lake import storage
+from faultline.lake import views as W
 from faultline.launch.local import run_pipeline
-from faultline.simulate import simulate
 from faultline.schema import TABLES
+from faultline.simulate import simulate
 
 START, DAYS = "2026-01-28", 6
 JAN = [f"2026-01-{d}" for d in range(28, 32)]
@@ -57,9 +62,12 @@ def _views(wh: Path, con: duckdb.DuckDBPyConnection | None = None) -> dict[str, 
     con = con or W.connect_readonly(wh)
     try:
         con.execute("SET TimeZone = 'UTC'")
-        names = [r[0] for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = 'faultline' "
-            "ORDER BY 1").fetchall()]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = 'faultline' ORDER BY 1"
+            ).fetchall()
+        ]
         out = {}
         for name in names:
             cols = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {name}").fetchall()]
@@ -105,10 +113,14 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
 def _query_results(wh: Path) -> dict[str, str]:
     con = Q.connect(wh)
     try:
-        fill = {"job_id": con.execute("SELECT job_id FROM job_failures ORDER BY gpu_hours_lost DESC NULLS LAST, "
-                                      "job_id LIMIT 1").fetchone()[0],
-                "node": con.execute("SELECT node FROM events WHERE node IS NOT NULL GROUP BY node "
-                                    "ORDER BY count(*) DESC, node LIMIT 1").fetchone()[0]}
+        fill = {
+            "job_id": con.execute(
+                "SELECT job_id FROM job_failures ORDER BY gpu_hours_lost DESC NULLS LAST, job_id LIMIT 1"
+            ).fetchone()[0],
+            "node": con.execute(
+                "SELECT node FROM events WHERE node IS NOT NULL GROUP BY node ORDER BY count(*) DESC, node LIMIT 1"
+            ).fetchone()[0],
+        }
     finally:
         con.close()
     out = {}
@@ -131,6 +143,7 @@ def _rewrite_day(wh: Path, table: str, provider: str, cluster: str, date: str, e
 
 # -- compaction changes nothing a reader can see --------------------------------------------------
 
+
 def test_compacted_views_and_queries_equal_the_day_files(site):
     _landing, wh = site
     truth, answers = _views(wh), _query_results(wh)
@@ -138,8 +151,9 @@ def test_compacted_views_and_queries_equal_the_day_files(site):
     assert not rep.failed and not rep.skipped, (rep.failed, rep.skipped)
     tables = lake.tables_present(wh)
     # January (closed) is compacted for every table and cluster, February (open) is not
-    assert sorted(rep.written) == sorted(f"{t}/provider={p}/cluster={c}/month=2026-01"
-                                         for t in tables for p, c in CLUSTERS)
+    assert sorted(rep.written) == sorted(
+        f"{t}/provider={p}/cluster={c}/month=2026-01" for t in tables for p, c in CLUSTERS
+    )
     assert not list((wh / C.COMPACT_DIR).rglob("month=2026-02"))
     W.build(wh)
     for table in tables:
@@ -179,32 +193,47 @@ def test_duckdb_shell_reads_the_compacted_views(site):
     con = W.connect_readonly(wh)
     want = con.execute("SELECT count(*), count(DISTINCT date), sum(line_no) FROM events").fetchone()
     con.close()
-    out = subprocess.run([DUCKDB_CLI, "-readonly", "-csv", "-noheader", str(W.db_path(wh)), "-c",
-                          "SELECT count(*), count(DISTINCT date), sum(line_no) FROM events"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    out = subprocess.run(
+        [
+            DUCKDB_CLI,
+            "-readonly",
+            "-csv",
+            "-noheader",
+            str(W.db_path(wh)),
+            "-c",
+            "SELECT count(*), count(DISTINCT date), sum(line_no) FROM events",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
     assert out == ",".join(str(v) for v in want)
 
 
 # -- the day files stay the truth -------------------------------------------------------------------
 
+
 def test_rerun_of_a_day_in_a_compacted_month_shows_its_new_rows_once(site):
     landing, wh = site
     C.compact(wh)
     W.build(wh)
-    old = W.connect_readonly(wh)           # a reader holding the view file of before the re-run
+    old = W.connect_readonly(wh)  # a reader holding the view file of before the re-run
     assert _count(old, f"SELECT count(*) FROM events WHERE raw LIKE '%{MARK}%'") == 0
     # a late log line for a January day, then that day re-run by the pipeline
     log = landing / "northwind" / "a1" / "2026-01-29" / "kernel" / "a1-r01-n01.log"
     with open(log, "a", encoding="utf-8") as fh:
-        fh.write(f"Jan 29 23:10:00 a1-r01-n01 kernel: [170000.000000] NVRM: Xid (PCI:0000:3b:00): 79, "
-                 f"pid=4242, name={MARK}, GPU has fallen off the bus.\n")
+        fh.write(
+            f"Jan 29 23:10:00 a1-r01-n01 kernel: [170000.000000] NVRM: Xid (PCI:0000:3b:00): 79, "
+            f"pid=4242, name={MARK}, GPU has fallen off the bus.\n"
+        )
     run_pipeline(landing, wh, dates=["2026-01-29"], clusters=["northwind:a1"], analytics=False)
     sql = f"SELECT count(*) FROM events WHERE raw LIKE '%{MARK}%'"
     dupes = "SELECT count(*) FROM (SELECT event_id FROM events GROUP BY ALL HAVING count(*) > 1)"
-    con = W.connect_readonly(wh)          # the view file the run rebuilt
+    con = W.connect_readonly(wh)  # the view file the run rebuilt
     assert _count(con, sql) == 1 and _count(con, dupes) == 0
     con.close()
-    W.build(wh)                           # stale month: read from its day files
+    W.build(wh)  # stale month: read from its day files
     assert _views(wh) == _truth(wh)
     # recompacted: the compacted file is used again
     assert not C.compact(wh).failed
@@ -228,8 +257,11 @@ def test_a_reader_keeps_its_snapshot_while_days_change_under_it(site):
     old = W.connect_readonly(wh)
 
     def per_day(con):
-        return dict(con.execute("SELECT date::VARCHAR, count(*) FROM events WHERE provider = 'northwind' "
-                                "GROUP BY ALL").fetchall())
+        return dict(
+            con.execute(
+                "SELECT date::VARCHAR, count(*) FROM events WHERE provider = 'northwind' GROUP BY ALL"
+            ).fetchall()
+        )
 
     before = per_day(old)
     assert "2026-01-15" not in before
@@ -237,11 +269,11 @@ def test_a_reader_keeps_its_snapshot_while_days_change_under_it(site):
     n29 = _rewrite_day(wh, "events", "northwind", "a1", "2026-01-29", extra_from="2026-01-30")
     n15 = _rewrite_day(wh, "events", "northwind", "a1", "2026-01-15", extra_from="2026-01-28")
     assert per_day(old) == before
-    W.build(wh)                                             # the month is stale: day files
+    W.build(wh)  # the month is stale: day files
     assert per_day(W.connect_readonly(wh)) == {**before, "2026-01-15": n15, "2026-01-29": n29}
     assert C.compact(wh, ["events"]).written == ["events/provider=northwind/cluster=a1/month=2026-01"]
     assert per_day(old) == before
-    W.build(wh)                                             # recompacted
+    W.build(wh)  # recompacted
     assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")
     assert per_day(W.connect_readonly(wh)) == {**before, "2026-01-15": n15, "2026-01-29": n29}
     assert per_day(old) == before
@@ -259,7 +291,7 @@ def test_late_day_in_a_compacted_month_keeps_the_rest_compacted(site):
     rep = C.compact(wh)
     assert rep.written == ["events/provider=bluepeak/cluster=b1/month=2026-01"]
     W.build(wh)
-    text = _view_sql(wh, "events")        # the single day beside the run of four
+    text = _view_sql(wh, "events")  # the single day beside the run of four
     assert "CAST('2026-01-20' AS DATE)" in text and "CAST('2026-01-28' AS DATE) AND CAST('2026-01-31' AS DATE)" in text
     assert _views(wh) == _truth(wh)
 
@@ -285,9 +317,11 @@ def test_stale_or_unreadable_compacted_files_fall_back(site):
     assert f"{C.COMPACT_DIR}/ingest_audit/provider=bluepeak" not in _view_sql(wh, "ingest_audit")
     assert _views(wh) == truth
     rep = C.compact(wh)
-    assert sorted(rep.written) == ["ingest_audit/provider=bluepeak/cluster=b1/month=2026-01",
-                                   "jobs/provider=northwind/cluster=a1/month=2026-01",
-                                   "steps/provider=bluepeak/cluster=b1/month=2026-01"]
+    assert sorted(rep.written) == [
+        "ingest_audit/provider=bluepeak/cluster=b1/month=2026-01",
+        "jobs/provider=northwind/cluster=a1/month=2026-01",
+        "steps/provider=bluepeak/cluster=b1/month=2026-01",
+    ]
     W.build(wh)
     assert _views(wh) == truth
 
@@ -300,8 +334,9 @@ def test_a_schema_change_is_not_mixed_with_compacted_months(site):
     path = lake.partition_dir(wh, "ingest_audit", "northwind", "a1", "2026-01-29") / lake.DATA_FILE
     pl.read_parquet(path).drop("message").write_parquet(path)
     rep = C.compact(wh, ["ingest_audit"])
-    assert rep.skipped == {"ingest_audit/provider=northwind/cluster=a1/month=2026-01":
-                           "its day files differ in columns or types"}
+    assert rep.skipped == {
+        "ingest_audit/provider=northwind/cluster=a1/month=2026-01": "its day files differ in columns or types"
+    }
     W.build(wh)
     text = _view_sql(wh, "ingest_audit")
     assert "union_by_name" in text and C.COMPACT_DIR not in text
@@ -333,16 +368,16 @@ def test_a_killed_compaction_leaves_the_previous_month_readable(site):
     _rewrite_day(wh, "events", "northwind", "a1", "2026-01-31", extra_from="2026-01-29")
     proc = subprocess.run([sys.executable, "-c", CRASH, str(wh)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 9, proc.stderr
-    assert target.read_bytes() == previous                       # the old month, whole
+    assert target.read_bytes() == previous  # the old month, whole
     left = [p for p in target.parent.iterdir() if p.name != lake.DATA_FILE]
-    assert len(left) == 1 and lake.TMP_MARK in left[0].name      # the dead writer's file, not data.parquet
-    assert _count(reader, "SELECT count(*) FROM events") > 0     # the reader of before still reads
+    assert len(left) == 1 and lake.TMP_MARK in left[0].name  # the dead writer's file, not data.parquet
+    assert _count(reader, "SELECT count(*) FROM events") > 0  # the reader of before still reads
     W.build(wh)
-    assert "cluster=a1/month=2026-01" not in _view_sql(wh, "events")   # stale: day files
+    assert "cluster=a1/month=2026-01" not in _view_sql(wh, "events")  # stale: day files
     truth = _views(wh)
     rep = C.compact(wh)
     assert rep.written == ["events/provider=northwind/cluster=a1/month=2026-01"] and not rep.failed
-    assert [p.name for p in target.parent.iterdir()] == [lake.DATA_FILE]   # swept
+    assert [p.name for p in target.parent.iterdir()] == [lake.DATA_FILE]  # swept
     W.build(wh)
     assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")
     assert _views(wh) == truth
@@ -375,19 +410,24 @@ def test_a_failed_compaction_keeps_the_old_file_and_reports_it(site, monkeypatch
 
 # -- what is not compacted ------------------------------------------------------------------------
 
+
 def test_only_closed_months_are_compacted():
     def day(date, cluster="a1"):
-        return C.DayFile("p", cluster, dt.date.fromisoformat(date), f"provider=p/cluster={cluster}/date={date}/"
-                         "data.parquet", 1, 1, 1)
+        return C.DayFile(
+            "p", cluster, dt.date.fromisoformat(date), f"provider=p/cluster={cluster}/date={date}/data.parquet", 1, 1, 1
+        )
 
     week = [day(f"2026-11-{d:02d}") for d in range(1, 8)]
-    assert C.closed_months(week) == {}                                       # the demo's week
+    assert C.closed_months(week) == {}  # the demo's week
     span = [day("2026-01-30"), day("2026-01-31"), day("2026-02-01"), day("2026-03-01", "b2")]
-    assert C.closed_months(span) == {("p", "a1", "2026-01"): span[:2]}      # per cluster
+    assert C.closed_months(span) == {("p", "a1", "2026-01"): span[:2]}  # per cluster
     assert C._day_key(("provider=p", "cluster=NULL", "date=2026-01-01", "data.parquet")) is None
     assert C._day_key(("provider=p", "cluster=c", "date=20260101", "data.parquet")) is None
     assert C._day_key(("provider=p", "cluster=001", "date=2026-01-01", "data.parquet")) == (
-        "p", "001", dt.date(2026, 1, 1))
+        "p",
+        "001",
+        dt.date(2026, 1, 1),
+    )
 
 
 def test_a_single_month_lake_writes_nothing(site):
@@ -414,13 +454,18 @@ def test_a_month_without_day_files_is_removed_and_readers_keep_their_snapshot(si
     for table in lake.tables_present(wh):
         for d in JAN:
             shutil.rmtree(lake.partition_dir(wh, table, "northwind", "a1", d))
-    shutil.rmtree(wh / "lake" / "steps")                          # every day of one table
+    shutil.rmtree(wh / "lake" / "steps")  # every day of one table
     rep = C.compact(wh)
-    gone = sorted(f"{t}/provider=northwind/cluster=a1/month=2026-01" for t in TABLES if t != "steps"
-                  and (wh / C.COMPACT_DIR / t / "provider=bluepeak").is_dir())
+    gone = sorted(
+        f"{t}/provider=northwind/cluster=a1/month=2026-01"
+        for t in TABLES
+        if t != "steps" and (wh / C.COMPACT_DIR / t / "provider=bluepeak").is_dir()
+    )
     assert sorted(r for r in rep.removed if not r.startswith("steps/")) == gone and gone
     assert sorted(r for r in rep.removed if r.startswith("steps/")) == [
-        "steps/provider=bluepeak/cluster=b1/month=2026-01", "steps/provider=northwind/cluster=a1/month=2026-01"]
+        "steps/provider=bluepeak/cluster=b1/month=2026-01",
+        "steps/provider=northwind/cluster=a1/month=2026-01",
+    ]
     assert not _month_file(wh, "events", "northwind", "a1").exists() and not (wh / C.COMPACT_DIR / "steps").exists()
     assert _month_file(wh, "events", "bluepeak", "b1").exists()
     assert rep.written == [] and C.compact(wh).removed == []
@@ -469,10 +514,14 @@ def test_url_warehouse_is_left_alone(tmp_path, monkeypatch):
 
 def test_the_pipeline_compacts_closed_months_before_it_builds_the_views(built, tmp_path):
     """``faultline run`` (``runner.finish``) compacts; the views it leaves read January compacted."""
-    months = sorted(p.parent.relative_to(built / "wh" / C.COMPACT_DIR).as_posix()
-                    for p in (built / "wh" / C.COMPACT_DIR / "events").rglob(lake.DATA_FILE))
-    assert months == ["events/provider=bluepeak/cluster=b1/month=2026-01",
-                      "events/provider=northwind/cluster=a1/month=2026-01"]
+    months = sorted(
+        p.parent.relative_to(built / "wh" / C.COMPACT_DIR).as_posix()
+        for p in (built / "wh" / C.COMPACT_DIR / "events").rglob(lake.DATA_FILE)
+    )
+    assert months == [
+        "events/provider=bluepeak/cluster=b1/month=2026-01",
+        "events/provider=northwind/cluster=a1/month=2026-01",
+    ]
     assert "cluster=a1/month=2026-01" in _view_sql(built / "wh", "events")
     wh = tmp_path / "wh"
     shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR))
@@ -495,8 +544,13 @@ def test_the_view_asset_compacts_before_it_rebuilds_the_views(built, tmp_path):
     shutil.copytree(built / "wh", wh, ignore=shutil.ignore_patterns(C.COMPACT_DIR))
     inst, part = dg.DagsterInstance.ephemeral(), Partition("northwind", "a1", "2026-02-01")
     register(inst, [part])
-    r = dg.materialize([out_warehouse], partition_key=partition_key(part), instance=inst, run_config=QUIET,
-                       resources={"lake": LakeResource(warehouse=str(wh))})
+    r = dg.materialize(
+        [out_warehouse],
+        partition_key=partition_key(part),
+        instance=inst,
+        run_config=QUIET,
+        resources={"lake": LakeResource(warehouse=str(wh))},
+    )
     meta = r.asset_materializations_for_node("out_warehouse")[0].metadata
     assert meta["compacted_months_written"].value == len(C.compact(wh).current) > 0
     assert "cluster=a1/month=2026-01" in _view_sql(wh, "events")

@@ -1,9 +1,9 @@
 """Readers in another process query ``faultline.duckdb`` all through a pipeline run: the
 file is swapped, never locked, so not one query fails."""
+
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -57,8 +57,12 @@ class CliReader(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            p = subprocess.run([DUCKDB_CLI, "-readonly", "-csv", str(self.db), "-c", self.SQL],
-                               capture_output=True, text=True, timeout=60)
+            p = subprocess.run(
+                [DUCKDB_CLI, "-readonly", "-csv", str(self.db), "-c", self.SQL],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if p.returncode == 0 and not p.stderr.strip():
                 self.ok += 1
             else:
@@ -67,7 +71,7 @@ class CliReader(threading.Thread):
 
 def test_readonly_queries_never_fail_during_a_run(landing, warehouse, tmp_path):
     assert DUCKDB_CLI, "the duckdb shell is missing: pip install -e '.[dev]' (duckdb-cli)"
-    run_pipeline(landing, warehouse, clusters=["bluepeak/west-2"])       # a first view file to read
+    run_pipeline(landing, warehouse, clusters=["bluepeak/west-2"])  # a first view file to read
     stop, out = tmp_path / "stop", tmp_path / "reader.json"
     reader = subprocess.Popen([sys.executable, "-c", READER, str(warehouse / "faultline.duckdb"), str(stop), str(out)])
     cli = CliReader(warehouse / "faultline.duckdb")
@@ -75,7 +79,7 @@ def test_readonly_queries_never_fail_during_a_run(landing, warehouse, tmp_path):
     try:
         time.sleep(0.5)
         run_pipeline(landing, warehouse)
-        run_pipeline(landing, warehouse, dates=["2026-11-24"])           # reruns replace files under readers
+        run_pipeline(landing, warehouse, dates=["2026-11-24"])  # reruns replace files under readers
     finally:
         stop.touch()
         cli.stop.set()
@@ -85,6 +89,8 @@ def test_readonly_queries_never_fail_during_a_run(landing, warehouse, tmp_path):
     assert result["errors"] == [], result["errors"][:5]
     assert cli.errors == [], cli.errors[:5]
     assert result["ok"] >= 10 and result["named"] >= 10 and result["adhoc"] >= 5 and cli.ok >= 5, (result, cli.ok)
-    print(f"reader: {result['ok']} view rounds, {result['named']} named and {result['adhoc']} ad-hoc queries, "
-          f"{cli.ok} duckdb shell rounds, 0 errors")
+    print(
+        f"reader: {result['ok']} view rounds, {result['named']} named and {result['adhoc']} ad-hoc queries, "
+        f"{cli.ok} duckdb shell rounds, 0 errors"
+    )
     assert result["counts"][-1] == 12 and min(result["counts"]) >= 1

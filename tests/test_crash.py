@@ -1,5 +1,6 @@
 """``kill -9`` in the middle of a run never leaves a partial file where readers look, and a
 clean rerun gives the same tables as a run that was never interrupted."""
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,9 @@ import polars as pl
 from conftest import lake_hashes
 
 from faultline.lake import files as lake
+from faultline.lake.views import connect_readonly
 from faultline.launch.local import run_pipeline
 from faultline.schema import PARTITION, TABLES
-from faultline.lake.views import connect_readonly
 
 SCRIPT = "import sys; from faultline.launch.local import run_pipeline; run_pipeline(sys.argv[1], sys.argv[2])"
 
@@ -57,12 +58,16 @@ def test_kill_9_mid_run_then_clean_rerun(landing, tmp_path):
     want = lake_hashes(clean)
 
     crashed = tmp_path / "crashed"
-    env = {**os.environ, "TMPDIR": str(tmp_path)}   # Dagster's ephemeral scratch dies with the test
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # Dagster's ephemeral scratch dies with the test
     rng = random.Random(20261124)
     killed_mid_run = 0
     for attempt in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(landing), str(crashed)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, str(landing), str(crashed)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         if attempt == 0:
             assert _kill_when_a_temp_file_appears(proc, crashed, timeout=30)
         else:
@@ -101,9 +106,12 @@ def test_failed_write_leaves_the_old_file(warehouse, monkeypatch):
 
 def test_concurrent_writers_of_one_partition_leave_one_whole_file(warehouse):
     """Two writers racing on a partition: the last replace wins, nothing is torn."""
-    frames = [pl.DataFrame({"job_id": [str(i)] * n, "step": ["0"] * n}).with_columns(
-        [pl.lit(None, t).alias(c) for c, t in TABLES["steps"].items() if c not in ("job_id", "step")])
-        .select(list(TABLES["steps"])) for i, n in ((1, 500), (2, 1500))]
+    frames = [
+        pl.DataFrame({"job_id": [str(i)] * n, "step": ["0"] * n})
+        .with_columns([pl.lit(None, t).alias(c) for c, t in TABLES["steps"].items() if c not in ("job_id", "step")])
+        .select(list(TABLES["steps"]))
+        for i, n in ((1, 500), (2, 1500))
+    ]
     errors = []
 
     def write(df):
@@ -120,4 +128,6 @@ def test_concurrent_writers_of_one_partition_leave_one_whole_file(warehouse):
         t.join()
     assert errors == []
     assert lake.read_table(warehouse, "steps").height in (500, 1500)
-    assert [p.name for p in lake.partition_dir(warehouse, "steps", "p", "c", "2026-11-24").iterdir()] == ["data.parquet"]
+    assert [p.name for p in lake.partition_dir(warehouse, "steps", "p", "c", "2026-11-24").iterdir()] == [
+        "data.parquet"
+    ]

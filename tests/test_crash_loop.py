@@ -6,6 +6,7 @@ phase it is to die in (parse, lake write, analytics write, warehouse refresh) an
 that phase a little so that the parent's kill, after a random delay, lands inside it; one
 more kill comes at a random time since start.
 """
+
 from __future__ import annotations
 
 import errno
@@ -23,11 +24,11 @@ import pytest
 from conftest import frame_hash, lake_hashes, make_landing
 
 from faultline.lake import files as lake
+from faultline.lake.views import connect_readonly, db_path
 from faultline.launch.local import run_pipeline
 from faultline.schema import PARTITION, TABLES
-from faultline.lake.views import connect_readonly, db_path
 
-CHILD = r'''
+CHILD = r"""
 import os, sys, time
 landing, warehouse, phase, marker = sys.argv[1:5]
 import polars as pl
@@ -66,7 +67,7 @@ elif phase == "refresh":                  # the view database being built aside
         return tables_present(*a, **k)
     wh.tables_present = slow_tables_present
 run_pipeline(landing, warehouse)
-'''
+"""
 
 
 def _temp_files(root: Path) -> list[Path]:
@@ -111,8 +112,8 @@ class Reader(threading.Thread):
                 _check_whole_files(self.warehouse)
                 self.passes += 1
             except FileNotFoundError:
-                pass                      # listed, then replaced or swept before it was opened
-            except Exception as exc:      # noqa: BLE001
+                pass  # listed, then replaced or swept before it was opened
+            except Exception as exc:  # noqa: BLE001
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.02)
 
@@ -122,8 +123,12 @@ def _kill_in(phase: str, landing: Path, warehouse: Path, tmp: Path, rng: random.
     script.write_text(CHILD)
     marker = tmp / f"marker-{i}"
     env = {**os.environ, "TMPDIR": str(tmp), "FAULTLINE_WORKERS": "1"}
-    proc = subprocess.Popen([sys.executable, str(script), str(landing), str(warehouse), phase, str(marker)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(landing), str(warehouse), phase, str(marker)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         if phase == "random":
             time.sleep(rng.uniform(1.0, 4.0))
@@ -170,7 +175,7 @@ def test_kill_9_in_every_phase_then_clean_rerun(tmp_path):
             killed, _ = _kill_in(phase, landing, crashed, tmp_path, rng, i)
             kills.append((phase, killed))
             _check_whole_files(crashed)
-            run_pipeline(landing, crashed)                  # the clean rerun
+            run_pipeline(landing, crashed)  # the clean rerun
             assert lake_hashes(crashed) == want, phase
             assert _analytics_hashes(crashed) == want_analytics, phase
             assert _temp_files(crashed) == [], phase
@@ -200,8 +205,10 @@ def test_disk_full_fails_the_run_cleanly_and_keeps_the_old_partition(tmp_path, m
     before = lake_hashes(wh)
     # a change the run would write if the disk let it
     node = landing / "northwind" / "c1" / "2026-11-24" / "kernel" / "node-a02.log"
-    node.write_text(node.read_text() + "2026-11-24T06:00:00+0000 node-a02 kernel: NVRM: Xid (PCI:0000:3b:00): 79, "
-                                       "pid=1, name=python3, GPU has fallen off the bus.\n")
+    node.write_text(
+        node.read_text() + "2026-11-24T06:00:00+0000 node-a02 kernel: NVRM: Xid (PCI:0000:3b:00): 79, "
+        "pid=1, name=python3, GPU has fallen off the bus.\n"
+    )
     target = lake.partition_dir(wh, "raw_kernel_events", "northwind", "c1", "2026-11-24")
     disk_full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     hits = []
@@ -212,9 +219,10 @@ def test_disk_full_fails_the_run_cleanly_and_keeps_the_old_partition(tmp_path, m
             name = Path(str(getattr(file, "name", file)))
             if name.parent == target:
                 hits.append(name)
-                file.write(b"PAR1" + b"\0" * 4096)          # half a file, then the disk is full
+                file.write(b"PAR1" + b"\0" * 4096)  # half a file, then the disk is full
                 raise disk_full
             return write_parquet(self, file, *a, **k)
+
         monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk_write)
     else:
         replace = os.replace
@@ -224,18 +232,21 @@ def test_disk_full_fails_the_run_cleanly_and_keeps_the_old_partition(tmp_path, m
                 hits.append(Path(dst))
                 raise disk_full
             return replace(src, dst, *a, **k)
+
         monkeypatch.setattr(os, "replace", full_disk_replace)
 
     with pytest.raises(OSError) as err:
         run_pipeline(landing, wh)
     assert hits, "the disk-full hook never fired"
     assert err.value.errno == errno.ENOSPC and "No space left on device" in str(err.value)
-    assert lake_hashes(wh) == before                        # the old file, untouched
-    assert _temp_files(wh) == []                            # the half-written temp file is gone
+    assert lake_hashes(wh) == before  # the old file, untouched
+    assert _temp_files(wh) == []  # the half-written temp file is gone
     _check_whole_files(wh)
 
-    monkeypatch.undo()                                      # disk freed: the rerun writes the change
+    monkeypatch.undo()  # disk freed: the rerun writes the change
     run_pipeline(landing, wh)
     after = lake_hashes(wh)
-    assert after["raw_kernel_events/provider=northwind/cluster=c1/date=2026-11-24"] != \
-        before["raw_kernel_events/provider=northwind/cluster=c1/date=2026-11-24"]
+    assert (
+        after["raw_kernel_events/provider=northwind/cluster=c1/date=2026-11-24"]
+        != before["raw_kernel_events/provider=northwind/cluster=c1/date=2026-11-24"]
+    )

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultline.schema import FLIGHT_SUMMARY
 from faultline.ingest.flight_recorder import (
     FlightRecorderError,
     FlightRecorderRefused,
@@ -25,6 +24,7 @@ from faultline.ingest.flight_recorder import (
     summarize_dumps,
     suspect_rank,
 )
+from faultline.schema import FLIGHT_SUMMARY
 
 WORLD = 8
 SEQ = 88214
@@ -226,13 +226,9 @@ def test_summarize_dumps_exact():
     dumps = load_world({5: make_dump(enqueued=SEQ - 1, started=SEQ - 1, completed=SEQ - 1)})
     s = summarize_dumps(dumps)
     assert s.schema == FLIGHT_SUMMARY
-    assert s.rows() == [
-        (r, "0", SEQ, SEQ, SEQ - 1, SEQ, "nccl:all_reduce", "started", 5) for r in range(5)
-    ] + [
+    assert s.rows() == [(r, "0", SEQ, SEQ, SEQ - 1, SEQ, "nccl:all_reduce", "started", 5) for r in range(5)] + [
         (5, "0", SEQ - 1, SEQ - 1, SEQ - 1, SEQ - 1, "nccl:all_reduce", "completed", 5)
-    ] + [
-        (r, "0", SEQ, SEQ, SEQ - 1, SEQ, "nccl:all_reduce", "started", 5) for r in (6, 7)
-    ]
+    ] + [(r, "0", SEQ, SEQ, SEQ - 1, SEQ, "nccl:all_reduce", "started", 5) for r in (6, 7)]
 
 
 def test_summarize_without_pg_status_uses_entries():
@@ -240,7 +236,10 @@ def test_summarize_without_pg_status_uses_entries():
     del d["pg_status"]
     s = summarize_dumps({0: load_dump(as_json(d))})
     assert s.select("last_enqueued", "last_started", "last_completed", "last_entry_seq").row(0) == (
-        SEQ, SEQ, SEQ - 1, SEQ,
+        SEQ,
+        SEQ,
+        SEQ - 1,
+        SEQ,
     )
 
 
@@ -281,7 +280,10 @@ def test_suspect_rank_all_agree():
 
 
 def test_suspect_rank_two_ranks_lowest_wins():
-    dumps = {0: load_dump(as_json(make_dump())), 1: load_dump(as_json(make_dump(enqueued=SEQ - 2, started=SEQ - 2, completed=SEQ - 2)))}
+    dumps = {
+        0: load_dump(as_json(make_dump())),
+        1: load_dump(as_json(make_dump(enqueued=SEQ - 2, started=SEQ - 2, completed=SEQ - 2))),
+    }
     assert suspect_rank(dumps)[0] == 1
 
 
@@ -359,7 +361,11 @@ def test_load_dump_arbitrary_bytes_only_raises_flight_recorder_error(data):
 
 def test_summaries_leave_out_ranks_beyond_int64():
     """Found by bench/fuzz.py: a rank of 2**63 crashed the summary; it cannot be a real rank."""
-    good = {"pg_status": {"0": {"last_enqueued_collective": 5, "last_started_collective": 5,
-                                "last_completed_collective": 4}}, "entries": []}
+    good = {
+        "pg_status": {
+            "0": {"last_enqueued_collective": 5, "last_started_collective": 5, "last_completed_collective": 4}
+        },
+        "entries": [],
+    }
     df = summarize_dumps({2**63: good, 3: good})
     assert df["rank"].to_list() == [3]

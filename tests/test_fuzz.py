@@ -4,6 +4,7 @@ through ``parse_files``, ``parse_sacct``, ``load_dump`` and ``faultline classify
 Examples are kept few (CI budget); ``bench/fuzz.py`` runs the same checks for as long as
 you like on mutated real-format lines.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,15 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import badinput as bi
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-import badinput as bi
 from faultline.cli import main as cli
-from faultline.ingest.reader import physical_lines
 from faultline.ingest.flight_recorder import FlightRecorderError, load_dump, summarize_dumps
 from faultline.ingest.parse import SourceContext, parse_files
+from faultline.ingest.reader import physical_lines
 from faultline.ingest.sacct import parse_sacct
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -34,27 +36,47 @@ REAL_LINES = [ln.encode() for ln in (bi.good_kernel("node-a01") + bi.GOOD_JOB).s
     b"[Tue Nov 24 03:14:07 2026] nvidia-nvswitch2: SXid (PCI:0000:a5:00.0): 20034, Fatal, Link 30 LTSSM Fault Up",
     b"[Tue Nov 24 03:14:07 2026] nvidia-nvswitch2: SXid (PCI:0000:a5:00.0): 20034, Data {0x00000000, 0x00000000}",
     b"[rank3]:Traceback (most recent call last):",
-    b"[rank3]:  File \"/workspace/train.py\", line 211, in <module>",
+    b'[rank3]:  File "/workspace/train.py", line 211, in <module>',
     b"[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered",
     b"[Nov24 03:14] NVRM: Xid (PCI:0000:3b:00): 63, pid=1, name=x, Row Remapper: New row marked for remapping",
     b"[  +0.000812] NVRM: Xid (PCI:0000:3b:00): 64, pid=1, name=x, Row Remapper Error",
     b"6,1234,8812334455,-;NVRM: Xid (PCI:0000:3b:00): 95, pid=1, name=x, Uncontained: FBHUB.",
     b"[ 8812.334455] INFO: task python3:20412 blocked for more than 120 seconds.",
 ]
-NASTY = [b"\x00", b"\x00" * 64, b"\r", b"\r\n", b"\x1f", b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"|",
-         b"\x1b[31m", b"\t", b" ", b"\x7f", b"\xef\xbb\xbf", b"\\", b'"', b"A" * 300]
+NASTY = [
+    b"\x00",
+    b"\x00" * 64,
+    b"\r",
+    b"\r\n",
+    b"\x1f",
+    b"\xff",
+    b"\xc0\xaf",
+    b"\xed\xa0\x80",
+    b"\xe2\x82",
+    b"|",
+    b"\x1b[31m",
+    b"\t",
+    b" ",
+    b"\x7f",
+    b"\xef\xbb\xbf",
+    b"\\",
+    b'"',
+    b"A" * 300,
+]
 
 
-line_pieces = st.lists(st.one_of(st.sampled_from(REAL_LINES), st.sampled_from(NASTY), st.binary(max_size=40)),
-                       max_size=4).map(b"".join)
+line_pieces = st.lists(
+    st.one_of(st.sampled_from(REAL_LINES), st.sampled_from(NASTY), st.binary(max_size=40)), max_size=4
+).map(b"".join)
 documents = st.one_of(
     st.binary(max_size=3000),
-    st.tuples(st.lists(line_pieces, max_size=40), st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n"]), st.booleans())
-    .map(lambda t: t[1].join(t[0]) + (t[1] if t[2] else b"")),
+    st.tuples(st.lists(line_pieces, max_size=40), st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n"]), st.booleans()).map(
+        lambda t: t[1].join(t[0]) + (t[1] if t[2] else b"")
+    ),
 )
 
 
-MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")     # gzip, zstd: read as archives whatever the file name
+MAGIC = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")  # gzip, zstd: read as archives whatever the file name
 
 
 def _check(res, data: bytes) -> None:
@@ -62,12 +84,12 @@ def _check(res, data: bytes) -> None:
     if not data.startswith(MAGIC):
         assert res.lines_read == physical_lines(data)
     lines = res.events["line_no"].to_list()
-    assert lines == sorted(set(lines))                         # events in line order, one per first line
+    assert lines == sorted(set(lines))  # events in line order, one per first line
     assert all(1 <= n <= res.lines_read for n in lines)
     assert int(res.events["line_count"].sum() or 0) == res.event_lines
     q = [n for n in res.quarantine["line_no"].to_list() if n is not None]
     assert all(1 <= n <= res.lines_read + 1 for n in q)
-    assert not set(q) & set(lines)                              # a quarantined line starts no event
+    assert not set(q) & set(lines)  # a quarantined line starts no event
 
 
 # --------------------------------------------------------------------------- (1) parse_files
@@ -82,16 +104,20 @@ def test_parse_files_never_raises_balances_and_keeps_line_order(tmp_path, kernel
     kp.write_bytes(kernel)
     jp.write_bytes(job)
     day = dt.date(2026, 12, 31)
-    items = [(kp, SourceContext(source="k.log", kind="kernel", ref_date=day, node="node-a01")),
-             (jp, SourceContext(source="j.log", kind="job", ref_date=day, job_id="12345"))]
+    items = [
+        (kp, SourceContext(source="k.log", kind="kernel", ref_date=day, node="node-a01")),
+        (jp, SourceContext(source="j.log", kind="job", ref_date=day, job_id="12345")),
+    ]
     together = parse_files(items)
     for res, data in zip(together, (kernel, job)):
         _check(res, data)
     # a file parsed in a batch gives what it gives alone
     for item, res in zip(items, together):
         alone = parse_files([item])[0]
-        assert alone.events.select("line_no", "category", "line_count").rows() == \
-            res.events.select("line_no", "category", "line_count").rows()
+        assert (
+            alone.events.select("line_no", "category", "line_count").rows()
+            == res.events.select("line_no", "category", "line_count").rows()
+        )
         assert alone.quarantine.select("line_no", "reason").rows() == res.quarantine.select("line_no", "reason").rows()
 
 
@@ -99,6 +125,7 @@ def test_parse_files_never_raises_balances_and_keeps_line_order(tmp_path, kernel
 @given(body=documents, cut=st.floats(0, 1), codec=st.sampled_from(["gz", "zst"]))
 def test_compressed_and_cut_archives_never_raise(tmp_path, body, cut, codec):
     import zstandard
+
     blob = gzip.compress(body) if codec == "gz" else zstandard.ZstdCompressor().compress(body)
     blob = blob[: int(len(blob) * cut)] if cut < 1 else blob
     p = tmp_path / f"k.log.{codec}"
@@ -116,10 +143,17 @@ def test_compressed_and_cut_archives_never_raise(tmp_path, body, cut, codec):
 
 sacct_docs = st.one_of(
     st.binary(max_size=2000),
-    st.lists(st.one_of(st.sampled_from([bi.SACCT_HEADER.encode()]
-                                       + [r.format(n1="n1", n2="n[2-3]").encode() for r in bi.SACCT_GOOD_ROWS]
-                                       + [r.encode() for r, _ in bi.SACCT_BAD_ROWS]),
-                       line_pieces), max_size=30).map(lambda ls: b"\n".join(ls) + b"\n"),
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [bi.SACCT_HEADER.encode()]
+                + [r.format(n1="n1", n2="n[2-3]").encode() for r in bi.SACCT_GOOD_ROWS]
+                + [r.encode() for r, _ in bi.SACCT_BAD_ROWS]
+            ),
+            line_pieces,
+        ),
+        max_size=30,
+    ).map(lambda ls: b"\n".join(ls) + b"\n"),
 )
 
 
@@ -130,23 +164,45 @@ sacct_docs = st.one_of(
 def test_parse_sacct_never_raises_and_balances(data):
     res = parse_sacct(data)
     assert res.balanced, res.accounted
-    lines = data.decode("utf-8", "replace").removeprefix("\ufeff").split("\n")   # a BOM is not a line
+    lines = data.decode("utf-8", "replace").removeprefix("\ufeff").split("\n")  # a BOM is not a line
     assert res.lines_read == len(lines) - (lines[-1] == "")
     assert res.jobs.height + res.steps.height + res.quarantine.height <= res.lines_read
 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["rank", "entries", "pg_status", "pg_config", "version", "0", "state", "collective_seq_id",
-                         "pg_id", "last_completed_collective", "last_started_collective", "profiling_name"])
-        | st.text(max_size=5), inner, max_size=5),
-    max_leaves=20)
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "rank",
+                    "entries",
+                    "pg_status",
+                    "pg_config",
+                    "version",
+                    "0",
+                    "state",
+                    "collective_seq_id",
+                    "pg_id",
+                    "last_completed_collective",
+                    "last_started_collective",
+                    "profiling_name",
+                ]
+            )
+            | st.text(max_size=5),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
 dump_docs = st.one_of(
     st.binary(max_size=2000),
     json_values.map(lambda v: json.dumps(v).encode()),
-    st.dictionaries(st.sampled_from(["rank", "entries", "pg_status", "pg_config", "version"]), json_values,
-                    min_size=1).map(lambda v: json.dumps(v).encode()),
+    st.dictionaries(
+        st.sampled_from(["rank", "entries", "pg_status", "pg_config", "version"]), json_values, min_size=1
+    ).map(lambda v: json.dumps(v).encode()),
     json_values.map(lambda v: pickle.dumps(v, protocol=4)),
     json_values.map(lambda v: pickle.dumps(v, protocol=0)),
 )
@@ -188,25 +244,34 @@ def _jsonl_lines(out: str, data: bytes) -> None:
 def test_classify_stdin_prints_one_json_object_per_line(data):
     res = CliRunner().invoke(cli, ["classify", "--date", "2026-11-24", "-"], input=data)
     assert res.exit_code == 0, (res.output, res.exception)
-    if data.startswith(MAGIC):           # read as an archive (here a broken one)
+    if data.startswith(MAGIC):  # read as an archive (here a broken one)
         return
     _jsonl_lines(res.stdout, data)
 
 
-@pytest.mark.parametrize("data", [b"\x00\xff\xfe garbage\r\nNov 24 03:14:07 n kernel: NVRM: Xid (PCI:0000:3b:00): 79, x\r\n"
-                                  b"\x1f\x1f|\n\n\xe2\x82",
-                                  gzip.compress(b"Nov 24 03:14:07 n kernel: usb 1-1: new device\n" * 3)],
-                         ids=["garbage", "gzip"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x00\xff\xfe garbage\r\nNov 24 03:14:07 n kernel: NVRM: Xid (PCI:0000:3b:00): 79, x\r\n\x1f\x1f|\n\n\xe2\x82",
+        gzip.compress(b"Nov 24 03:14:07 n kernel: usb 1-1: new device\n" * 3),
+    ],
+    ids=["garbage", "gzip"],
+)
 def test_classify_cli_process_on_stdin(data):
     """The real command (a process, bytes on stdin): exit 0, one JSON object per line."""
-    out = subprocess.run([sys.executable, "-m", "faultline.cli", "classify", "--date", "2026-11-24", "-"],
-                         input=data, capture_output=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "faultline.cli", "classify", "--date", "2026-11-24", "-"],
+        input=data,
+        capture_output=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     _jsonl_lines(out.stdout.decode("utf-8"), gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
 
 
 def test_classify_compressed_stdin_leaves_no_temp_file(tmp_path, monkeypatch):
     import tempfile
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     data = gzip.compress(b"Nov 24 03:14:07 n kernel: usb 1-1: new device\n")
     res = CliRunner().invoke(cli, ["classify", "--date", "2026-11-24", "-"], input=data)

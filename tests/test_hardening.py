@@ -6,6 +6,7 @@ One landing folder holds every case of ``badinput`` (a cluster per case) and is 
 cases that need their own run (a rerun, a changed limit, input that crashes the run) build
 a small landing folder of their own.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -13,19 +14,28 @@ import functools
 import gzip
 from pathlib import Path
 
+import badinput as bi
 import polars as pl
 import pytest
 from conftest import lake_hashes
 
-import badinput as bi
-from faultline.lake import files as lake
-from faultline.ingest.flight_recorder import FlightRecorderRefused, load_dump
 from faultline.ingest import reader
+from faultline.ingest.flight_recorder import FlightRecorderRefused, load_dump
+from faultline.lake import files as lake
 from faultline.launch.local import run_pipeline
 
 UTC = dt.timezone.utc
-TABLES = ("ingest_audit", "quarantine", "raw_kernel_events", "raw_job_events", "events", "raw_slurm_jobs", "steps",
-          "flight_recorder", "inventory")
+TABLES = (
+    "ingest_audit",
+    "quarantine",
+    "raw_kernel_events",
+    "raw_job_events",
+    "events",
+    "raw_slurm_jobs",
+    "steps",
+    "flight_recorder",
+    "inventory",
+)
 
 
 class Lake:
@@ -80,8 +90,12 @@ def test_every_partition_ran_and_every_file_balances(run):
     audit = run.t["ingest_audit"]
     assert _unbalanced(audit).height == 0, _unbalanced(audit)
     # per file, the quarantined count is the number of its line-level quarantine rows
-    q = (run.t["quarantine"].filter(pl.col("line_no").is_not_null() & (pl.col("reason") != "unreadable_rest"))
-         .group_by("source").len())
+    q = (
+        run.t["quarantine"]
+        .filter(pl.col("line_no").is_not_null() & (pl.col("reason") != "unreadable_rest"))
+        .group_by("source")
+        .len()
+    )
     joined = audit.join(q, on="source", how="left").with_columns(pl.col("len").fill_null(0))
     off = joined.filter((pl.col("kind") != "flight_recorder") & (pl.col("quarantined") != pl.col("len")))
     assert off.height == 0, off.select("source", "quarantined", "len")
@@ -90,6 +104,7 @@ def test_every_partition_ran_and_every_file_balances(run):
 def test_every_regular_file_is_audited_once(run):
     """Every plain file of the landing folder (not hidden, not reached through a link) has
     exactly one audit row; nothing else has one."""
+
     def walk(folder: Path):
         for p in sorted(folder.iterdir()):
             if p.is_symlink() or p.name.startswith((".", "_")):
@@ -98,6 +113,7 @@ def test_every_regular_file_is_audited_once(run):
                 yield from walk(p)
             elif p.is_file():
                 yield p.relative_to(run.landing).as_posix()
+
     refused = set(run.t["quarantine"].filter(pl.col("reason").str.starts_with("refused_"))["source"])
     on_disk = sorted(x for x in walk(run.landing) if x != "inventory.csv" and x not in refused)
     audited = run.t["ingest_audit"]["source"].to_list()
@@ -136,7 +152,7 @@ def test_nul_bytes(run):
     assert ev.select("line_no", "category").rows() == [(2, "gpu_bus_lost"), (5, "storage")]
     q = run.quarantine("nul", "kernel/nul-n1.log")
     assert q.select("line_no", "reason").rows() == [(3, "binary_or_invalid_utf8"), (4, "binary_or_invalid_utf8")]
-    assert "\x00" not in "".join(q["preview"].to_list())      # previews are escaped
+    assert "\x00" not in "".join(q["preview"].to_list())  # previews are escaped
     a = run.audit("nul", "kernel/nul-n1.log")
     assert (a["lines_read"], a["event_lines"], a["benign"], a["quarantined"]) == (5, 2, 1, 2)
 
@@ -197,16 +213,26 @@ def test_ten_megabyte_single_line(run):
         assert a["lines_read"] == lines and a["bytes_read"] == a["bytes"]
         q = run.quarantine("longline", rel)
         assert q.select("reason", "detail").rows() == [
-            ("line_too_long", f"line longer than {reader.MAX_LINE_BYTES} bytes; only a preview is kept")]
+            ("line_too_long", f"line longer than {reader.MAX_LINE_BYTES} bytes; only a preview is kept")
+        ]
         assert 0 < q["preview"][0].__len__() <= reader.PREVIEW_BYTES
     assert run.events("longline", "kernel/longline-n2.log").select("line_no", "category").rows() == [
-        (1, "gpu_bus_lost"), (3, "storage")]
+        (1, "gpu_bus_lost"),
+        (3, "storage"),
+    ]
     assert run.table("events", "longline")["raw"].str.len_bytes().max() < reader.MAX_LINE_BYTES
 
 
 def test_empty_files(run):
-    for rel in ("kernel/empty-n1.log", "kernel/empty-n2.log.gz", "kernel/empty-n3.log.zst", "kernel/empty-n1.boot",
-                "jobs/777/train.log", "slurm/sacct.txt", "slurm/slurmctld.log"):
+    for rel in (
+        "kernel/empty-n1.log",
+        "kernel/empty-n2.log.gz",
+        "kernel/empty-n3.log.zst",
+        "kernel/empty-n1.boot",
+        "jobs/777/train.log",
+        "slurm/sacct.txt",
+        "slurm/slurmctld.log",
+    ):
         a = run.audit("empty", rel)
         assert (a["bytes"], a["lines_read"], a["events"], a["quarantined"]) == (0, 0, 0, 0), rel
     assert run.audit("empty", "slurm/sacct.txt")["message"] == "empty file"
@@ -231,14 +257,17 @@ def _rest(run, case: str, rel: str) -> dict:
 def test_truncated_and_corrupt_gzip(run):
     a = run.audit("gz", "kernel/gz-n1.log.gz")
     assert 0 < a["lines_read"] < 20000
-    assert a["events"] == (a["lines_read"] + 9) // 10          # every 10th line of the readable part
+    assert a["events"] == (a["lines_read"] + 9) // 10  # every 10th line of the readable part
     rest = _rest(run, "gz", "kernel/gz-n1.log.gz")
     assert rest["line_no"] == a["lines_read"] + 1
-    assert rest["detail"] == ("truncated or corrupt gzip archive: compressed file ended before the "
-                              "end-of-stream marker was reached")
+    assert rest["detail"] == (
+        "truncated or corrupt gzip archive: compressed file ended before the end-of-stream marker was reached"
+    )
     assert a["message"] == rest["detail"]
-    for rel, why in (("kernel/gz-n2.log.gz", "Error -3 while decompressing data"),
-                     ("kernel/gz-n3.log.gz", "incorrect header check")):
+    for rel, why in (
+        ("kernel/gz-n2.log.gz", "Error -3 while decompressing data"),
+        ("kernel/gz-n3.log.gz", "incorrect header check"),
+    ):
         rest = _rest(run, "gz", rel)
         assert rest["detail"].startswith("truncated or corrupt gzip archive: ") and why in rest["detail"], rest
     ok = run.audit("gz", "kernel/gz-n4.log.gz")
@@ -256,8 +285,10 @@ def test_gzip_with_trailing_garbage_is_reported(run):
 
 
 def test_corrupt_zstd(run):
-    for rel, why in (("kernel/zst-n1.log.zst", "Data corruption detected"),
-                     ("kernel/zst-n2.log.zst", "Unknown frame descriptor")):
+    for rel, why in (
+        ("kernel/zst-n1.log.zst", "Data corruption detected"),
+        ("kernel/zst-n2.log.zst", "Unknown frame descriptor"),
+    ):
         rest = _rest(run, "zst", rel)
         assert rest["detail"].startswith("truncated or corrupt zstd archive: ") and rest["detail"].endswith(why)
         assert run.audit("zst", rel)["message"] == rest["detail"]
@@ -280,13 +311,14 @@ def test_decompression_bombs_are_bounded(run):
     for rel, what in (("kernel/bomb-n1.log.zst", "zstd"), ("kernel/bomb-n2.log.gz", "gzip")):
         a = run.audit("bomb", rel)
         limit = max(reader.MAX_RATIO * a["bytes"], 1 << 20)
-        assert a["bytes"] * reader.MAX_RATIO < bi.BOMB_BYTES           # it really is a bomb
+        assert a["bytes"] * reader.MAX_RATIO < bi.BOMB_BYTES  # it really is a bomb
         assert a["bytes_read"] == limit < bi.BOMB_BYTES
         rest = _rest(run, "bomb", rel)
-        assert rest["detail"] == (f"decompression bound reached ({limit} bytes); possible decompression bomb, "
-                                  f"rest of {what} archive skipped")
+        assert rest["detail"] == (
+            f"decompression bound reached ({limit} bytes); possible decompression bomb, rest of {what} archive skipped"
+        )
         assert rest["line_no"] == a["lines_read"] + 1
-        assert a["lines_read"] == -(-limit // len(bi.BOMB_LINE))          # the cut line counts as read
+        assert a["lines_read"] == -(-limit // len(bi.BOMB_LINE))  # the cut line counts as read
 
 
 def test_decompression_bound_is_configurable(tmp_path, monkeypatch):
@@ -305,9 +337,10 @@ def test_decompression_bound_is_configurable(tmp_path, monkeypatch):
         size = (day / f"{node}.log.gz").stat().st_size
         limits[node] = min(max_bytes, max(max_ratio * size, 1 << 20))
         assert limits[node] < len(body)
-    assert limits["bound-n1"] == max_bytes and limits["bound-n2"] < max_bytes    # one bound each
-    monkeypatch.setattr(reader, "open_log", functools.partial(reader.open_log, max_bytes=max_bytes,
-                                                              max_ratio=max_ratio))
+    assert limits["bound-n1"] == max_bytes and limits["bound-n2"] < max_bytes  # one bound each
+    monkeypatch.setattr(
+        reader, "open_log", functools.partial(reader.open_log, max_bytes=max_bytes, max_ratio=max_ratio)
+    )
     run_pipeline(landing, tmp_path / "warehouse")
     audit = lake.read_table(tmp_path / "warehouse", "ingest_audit")
     q = lake.read_table(tmp_path / "warehouse", "quarantine")
@@ -315,7 +348,8 @@ def test_decompression_bound_is_configurable(tmp_path, monkeypatch):
         a = audit.filter(pl.col("source") == case.source(f"kernel/{node}.log.gz")).row(0, named=True)
         assert a["bytes_read"] == limit
         assert q.filter(pl.col("source") == a["source"])["detail"].to_list() == [
-            f"decompression bound reached ({limit} bytes); possible decompression bomb, rest of gzip archive skipped"]
+            f"decompression bound reached ({limit} bytes); possible decompression bomb, rest of gzip archive skipped"
+        ]
     assert _unbalanced(audit).height == 0
 
 
@@ -371,10 +405,16 @@ def test_unknown_formats_and_files_outside_the_layout(run):
         assert (a["format"], a["lines_read"], a["benign"], a["quarantined"]) == ("unknown", lines, lines, 0)
     q = run.table("quarantine", "unknown")
     got = sorted((s.split("/", 3)[3], r) for s, r in q.select("source", "reason").rows())
-    assert got == [("README.md", "unexpected_file"), ("kernel/bad name.log", "unexpected_file"),
-                   ("kernel/unknown-n3.log.bz2", "unexpected_file"), ("kernel/unknown-n3.txt", "unexpected_file"),
-                   ("slurm/sacct.csv", "unexpected_file")]
-    assert set(q.filter(pl.col("reason") == "unexpected_file")["detail"]) == {"not part of the landing layout; not read"}
+    assert got == [
+        ("README.md", "unexpected_file"),
+        ("kernel/bad name.log", "unexpected_file"),
+        ("kernel/unknown-n3.log.bz2", "unexpected_file"),
+        ("kernel/unknown-n3.txt", "unexpected_file"),
+        ("slurm/sacct.csv", "unexpected_file"),
+    ]
+    assert set(q.filter(pl.col("reason") == "unexpected_file")["detail"]) == {
+        "not part of the landing layout; not read"
+    }
 
 
 def test_time_jumping_backwards_and_forwards(run):
@@ -391,19 +431,26 @@ def test_time_jumping_backwards_and_forwards(run):
 def test_nodes_with_clocks_skewed_by_hours(run):
     ev = run.table("events", "skew").filter(pl.col("node").str.starts_with("skew-") & (pl.col("category") != "benign"))
     got = sorted(ev.filter(~pl.col("node").str.contains("good")).select("node", "ts").rows())
-    assert got == [("skew-ahead", dt.datetime(2026, 11, 25, 22, 0, tzinfo=UTC)),
-                   ("skew-behind", dt.datetime(2026, 11, 23, 0, 0, 1, tzinfo=UTC))]
-    assert set(ev["date"]) == {dt.date(2026, 11, 24)}          # kept in the day they were delivered for
+    assert got == [
+        ("skew-ahead", dt.datetime(2026, 11, 25, 22, 0, tzinfo=UTC)),
+        ("skew-behind", dt.datetime(2026, 11, 23, 0, 0, 1, tzinfo=UTC)),
+    ]
+    assert set(ev["date"]) == {dt.date(2026, 11, 24)}  # kept in the day they were delivered for
 
 
 def test_year_boundary_in_year_less_formats(run):
     def ts(date, rel):
         return run.events("yearend", rel, date)["ts"].to_list()
+
     dec, jan = "2026-12-31", "2027-01-01"
-    assert ts(dec, "kernel/yearend-n1.log") == [dt.datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC),
-                                                dt.datetime(2027, 1, 1, 0, 0, 5, tzinfo=UTC)]
-    assert ts(jan, "kernel/yearend-n1.log") == [dt.datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC),
-                                                dt.datetime(2027, 1, 1, 0, 0, 7, tzinfo=UTC)]
+    assert ts(dec, "kernel/yearend-n1.log") == [
+        dt.datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC),
+        dt.datetime(2027, 1, 1, 0, 0, 5, tzinfo=UTC),
+    ]
+    assert ts(jan, "kernel/yearend-n1.log") == [
+        dt.datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC),
+        dt.datetime(2027, 1, 1, 0, 0, 7, tzinfo=UTC),
+    ]
     assert ts(dec, "jobs/888/train.log") == [dt.datetime(2027, 1, 1, 0, 10, 0, 123456, tzinfo=UTC)]
     assert ts(jan, "jobs/889/train.log") == [dt.datetime(2026, 12, 31, 23, 50, 0, 123456, tzinfo=UTC)]
 
@@ -430,7 +477,10 @@ def test_malformed_sacct_rows(run):
     assert [n for n, _ in got] == [n for n, _ in want]
     for (_, d), (_, w) in zip(got, want):
         assert d == w if w else d.startswith("bad NodeList: "), d
-    assert run.table("raw_slurm_jobs", "sacct", bi.DAY).select("job_id", "line_no").rows() == [("12345", 2), ("12346", 12)]
+    assert run.table("raw_slurm_jobs", "sacct", bi.DAY).select("job_id", "line_no").rows() == [
+        ("12345", 2),
+        ("12346", 12),
+    ]
     a = run.audit("sacct", "slurm/sacct.txt")
     assert (a["lines_read"], a["events"], a["benign"], a["quarantined"]) == (13, 3, 2, 8)
 
@@ -451,9 +501,12 @@ def test_flight_recorder_pickles_are_refused_and_never_run(run):
     q = run.table("quarantine", "pickle")
     got = {Path(s).name: (r, d) for s, r, d in q.select("source", "reason", "detail").rows()}
     assert {k: v[0] for k, v in got.items()} == {
-        "rank_3.pkl": "flight_recorder_refused", "rank_4.json": "flight_recorder_refused",
-        "rank_5.json": "flight_recorder_refused", "rank_6.pt": "flight_recorder_refused",
-        "rank_7.json": "flight_recorder_invalid"}
+        "rank_3.pkl": "flight_recorder_refused",
+        "rank_4.json": "flight_recorder_refused",
+        "rank_5.json": "flight_recorder_refused",
+        "rank_6.pt": "flight_recorder_refused",
+        "rank_7.json": "flight_recorder_invalid",
+    }
     for name in ("rank_3.pkl", "rank_4.json", "rank_5.json"):
         assert got[name][1].startswith("dump is a Python pickle; pickles are refused for safety")
     assert got["rank_6.pt"][1].startswith("dump is a zip archive (torch.save format")
@@ -488,6 +541,7 @@ def test_flight_recorder_rank_out_of_range_is_quarantined(tmp_path):
         bi.write(fr / "rank_1.json", bi.fr_dump(1, 10))
         bi.write(fr / "rank_x.json", '{"rank": 99999999999999999999999, "entries": []}')
         bi.write(fr / "rank_99999999999999999999999.json", '{"entries": []}')
+
     _, wh, case = _tiny_run(tmp_path, build)
     q = lake.read_table(wh, "quarantine").filter(pl.col("source").str.contains("flight_recorder"))
     assert q.height == 2 and set(q["reason"]) <= {"flight_recorder_invalid", "flight_recorder_no_rank"}
@@ -499,6 +553,7 @@ def test_ragged_inventory_row_does_not_stop_the_run(tmp_path):
         bi.write_inventory(landing, [case])
         with open(landing / "inventory.csv", "a") as f:
             f.write("hard,tiny,r9,tiny-extra,8,H100,leaf-9,2026-01-01,2027-01-01,surplus-field\n")
+
     _, wh, case = _tiny_run(tmp_path, build)
     assert lake.read_table(wh, "events").filter(pl.col("source").str.contains("tiny-good1")).height == 3
 
@@ -509,9 +564,13 @@ def test_ragged_inventory_row_does_not_stop_the_run(tmp_path):
 def test_symlinks_and_dotdot_are_never_followed(run):
     q = run.table("quarantine", "links")
     got = sorted((s.split("/", 3)[3], r) for s, r in q.select("source", "reason").rows())
-    assert got == [("jobs/999", "refused_symlink"), ("kernel/links-abs.log", "refused_symlink"),
-                   ("kernel/links-fifo.log", "refused_not_a_file"), ("kernel/links-inside.log", "refused_symlink"),
-                   ("kernel/links-rel.log", "refused_symlink")]
+    assert got == [
+        ("jobs/999", "refused_symlink"),
+        ("kernel/links-abs.log", "refused_symlink"),
+        ("kernel/links-fifo.log", "refused_not_a_file"),
+        ("kernel/links-inside.log", "refused_symlink"),
+        ("kernel/links-rel.log", "refused_symlink"),
+    ]
     assert q["line_no"].is_null().all()
     # nothing behind a link was read: no audit row, no event names the outside files' nodes or jobs
     assert run.table("ingest_audit", "links")["source"].to_list() == [run.cases["links"].good[0]]
@@ -559,13 +618,14 @@ def test_absurd_kernel_stamps_do_not_crash_the_run(tmp_path, name):
         bi.write(case.day(landing) / "kernel" / "tiny-n1.log", text + "\n")
         if with_boot:
             bi.write(case.day(landing) / "kernel" / "tiny-n1.boot", "2026-11-24T00:00:00Z\n")
+
     try:
         _, wh, case = _tiny_run(tmp_path, build)
-    except BaseException as exc:         # a pyo3 PanicException is a BaseException: report it as a failure
+    except BaseException as exc:  # a pyo3 PanicException is a BaseException: report it as a failure
         raise AssertionError(f"{type(exc).__name__}: {exc}") from None
     ev = lake.read_table(wh, "events")
     assert ev.filter(pl.col("source").str.ends_with("tiny-good1.log")).height == 3
     bad = ev.filter(pl.col("source").str.ends_with("tiny-n1.log"))
     assert bad["category"].to_list() == ["gpu_bus_lost"]
     ts = bad["ts"].cast(pl.Int64)[0]
-    assert ts is None or 0 <= ts < 7258118400 * 10**6       # null, or between 1970 and 2200
+    assert ts is None or 0 <= ts < 7258118400 * 10**6  # null, or between 1970 and 2200

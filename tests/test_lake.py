@@ -1,4 +1,5 @@
 """The landing listing, the Parquet lake and the DuckDB view file (real files, no mocks)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,21 +12,32 @@ import duckdb
 import polars as pl
 import pytest
 
-from faultline.lake import files as lake, views as wh
 from faultline.ingest import landing as landing_mod
 from faultline.ingest.landing import Partition, cluster_key, split_cluster_key
+from faultline.lake import files as lake
+from faultline.lake import views as wh
 from faultline.schema import TABLES
 
 P = ("northwind", "c1", "2026-11-24")
 
 
 def _audit(n: int, source: str = "a.log") -> pl.DataFrame:
-    return pl.DataFrame({
-        "source": [f"{source}{i}" for i in range(n)], "kind": ["kernel"] * n, "bytes": [10] * n,
-        "bytes_read": [10] * n, "checksum": ["x"] * n, "lines_read": [3] * n, "events": [1] * n,
-        "event_lines": [1] * n, "benign": [2] * n, "quarantined": [0] * n, "format": [None] * n,
-        "message": [None] * n,
-    })
+    return pl.DataFrame(
+        {
+            "source": [f"{source}{i}" for i in range(n)],
+            "kind": ["kernel"] * n,
+            "bytes": [10] * n,
+            "bytes_read": [10] * n,
+            "checksum": ["x"] * n,
+            "lines_read": [3] * n,
+            "events": [1] * n,
+            "event_lines": [1] * n,
+            "benign": [2] * n,
+            "quarantined": [0] * n,
+            "format": [None] * n,
+            "message": [None] * n,
+        }
+    )
 
 
 # ---------------------------------------------------------------- landing
@@ -39,10 +51,16 @@ def test_discover_ignores_hidden_and_reports_unsafe(landing, tmp_path):
     (landing / "evil").symlink_to(tmp_path / "elsewhere")
     found = landing_mod.discover(landing)
     assert [p.relpath for p in found.partitions] == [
-        "bluepeak/west-2/2026-11-24", "northwind/c1/2026-11-24", "northwind/c1/2026-11-25"]
+        "bluepeak/west-2/2026-11-24",
+        "northwind/c1/2026-11-24",
+        "northwind/c1/2026-11-25",
+    ]
     reasons = {p.path: p.reason for p in found.problems}
-    assert reasons == {"evil": "symlink", "northwind/bad name": "invalid_name",
-                       "northwind/c1/2026-13-45": "invalid_date"}
+    assert reasons == {
+        "evil": "symlink",
+        "northwind/bad name": "invalid_name",
+        "northwind/c1/2026-13-45": "invalid_date",
+    }
 
 
 def test_partition_files_by_kind(landing, tmp_path):
@@ -53,7 +71,9 @@ def test_partition_files_by_kind(landing, tmp_path):
     (day / "kernel" / "node-zz.log").symlink_to(secret)
     pf = landing_mod.partition_files(landing, Partition(*P))
     assert [(k.node, k.path.name, k.boot and k.boot.name) for k in pf.kernel] == [
-        ("node-a01", "node-a01.log", "node-a01.boot"), ("node-a02", "node-a02.log", None)]
+        ("node-a01", "node-a01.log", "node-a01.boot"),
+        ("node-a02", "node-a02.log", None),
+    ]
     assert pf.sacct.name == "sacct.txt" and pf.slurmctld.name == "slurmctld.log"
     assert [(j, p.name) for j, p in pf.job_logs] == [("12345", "train.log")]
     assert [p.name for _, p in pf.flight] == ["rank_0.json", "rank_1.json", "rank_2.json", "rank_3.pkl"]
@@ -74,8 +94,17 @@ def test_missing_landing_folder_is_a_clear_error(tmp_path):
 
 def test_read_inventory(landing):
     inv = landing_mod.read_inventory(landing)
-    assert inv.columns == ["provider", "cluster", "rack", "node", "gpus", "gpu_model", "leaf_switch",
-                           "in_service_from", "in_service_to"]
+    assert inv.columns == [
+        "provider",
+        "cluster",
+        "rack",
+        "node",
+        "gpus",
+        "gpu_model",
+        "leaf_switch",
+        "in_service_from",
+        "in_service_to",
+    ]
     assert inv["gpus"].to_list() == [8, 8, 8]
     assert inv["in_service_from"].to_list() == [dt.date(2026, 1, 1), dt.date(2026, 1, 1), None]
     (landing / "inventory.csv").write_text("provider,cluster,node\nx,y,z\n")
@@ -94,7 +123,7 @@ def test_cluster_key_round_trips(provider, cluster):
 def test_write_read_round_trip_with_partition_columns_from_the_path(warehouse):
     path = lake.write_partition(warehouse, "ingest_audit", _audit(3), *P)
     assert path == warehouse.resolve() / "lake/ingest_audit/provider=northwind/cluster=c1/date=2026-11-24/data.parquet"
-    assert "provider" not in pl.read_parquet_schema(path)      # kept in the path only
+    assert "provider" not in pl.read_parquet_schema(path)  # kept in the path only
     back = lake.read_table(warehouse, "ingest_audit")
     assert back.schema == TABLES["ingest_audit"]
     assert back["date"].unique().to_list() == [dt.date(2026, 11, 24)]
@@ -122,12 +151,15 @@ def test_partition_columns_given_absent_or_null_come_out_the_same():
     want = lake.partition_frame("ingest_audit", base, *P)
     assert want.schema == TABLES["ingest_audit"] and want["source"].to_list() == ["a.log0", "a.log1", "a.log2"]
     assert want["date"].unique().to_list() == [dt.date(2026, 11, 24)]
-    assert lake.partition_frame("ingest_audit", want.reverse(), *P).equals(want)      # conformed input
-    nulls = want.with_columns(date=pl.when(pl.col("source") == "a.log1").then(None).otherwise(pl.col("date")),
-                              provider=pl.lit(None, pl.String))
+    assert lake.partition_frame("ingest_audit", want.reverse(), *P).equals(want)  # conformed input
+    nulls = want.with_columns(
+        date=pl.when(pl.col("source") == "a.log1").then(None).otherwise(pl.col("date")),
+        provider=pl.lit(None, pl.String),
+    )
     assert lake.partition_frame("ingest_audit", nulls, *P).equals(want)
-    other = want.with_columns(date=pl.when(pl.col("source") == "a.log2").then(dt.date(2026, 11, 25))
-                              .otherwise(pl.col("date")))
+    other = want.with_columns(
+        date=pl.when(pl.col("source") == "a.log2").then(dt.date(2026, 11, 25)).otherwise(pl.col("date"))
+    )
     with pytest.raises(ValueError, match="1 rows belong to another partition"):
         lake.partition_frame("ingest_audit", other, *P)
     with pytest.raises(ValueError, match="another partition"):
@@ -153,7 +185,7 @@ def test_temp_files_are_invisible_and_swept(warehouse):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = folder / f".data.parquet{lake.TMP_MARK}{int(dead.stdout)}-abcd1234"
     stale.write_bytes(b"PAR1 half a file")
-    live = folder / f".data.parquet{lake.TMP_MARK}{os.getppid()}-abcd1234"    # a running writer's
+    live = folder / f".data.parquet{lake.TMP_MARK}{os.getppid()}-abcd1234"  # a running writer's
     live.write_bytes(b"PAR1 still writing")
     lake.write_partition(warehouse, "ingest_audit", _audit(2), *P)
     assert not stale.exists() and live.exists()
@@ -171,9 +203,11 @@ def test_reader_sees_old_or_new_file_never_a_mix(warehouse):
 
     def reader():
         con = duckdb.connect()
-        readers = [lambda: lake.read_table(warehouse, "ingest_audit").height,
-                   lambda: lake.scan_table(warehouse, "ingest_audit").select(pl.len()).collect().item(),
-                   lambda: con.execute(f"select count(*) from read_parquet('{glob}')").fetchone()[0]]
+        readers = [
+            lambda: lake.read_table(warehouse, "ingest_audit").height,
+            lambda: lake.scan_table(warehouse, "ingest_audit").select(pl.len()).collect().item(),
+            lambda: con.execute(f"select count(*) from read_parquet('{glob}')").fetchone()[0],
+        ]
         i = 0
         while not stop.is_set():
             i += 1
@@ -198,14 +232,19 @@ def test_warehouse_views_and_readonly_connections(warehouse):
     lake.write_partition(warehouse, "ingest_audit", _audit(2), *P)
     rep = wh.build(warehouse)
     assert rep.views == ["ingest_audit"] and rep.errors == {}
-    old = wh.connect_readonly(warehouse)                      # held open across a rebuild
+    old = wh.connect_readonly(warehouse)  # held open across a rebuild
     assert old.execute("select count(*), any_value(cluster), any_value(date) from ingest_audit").fetchone() == (
-        2, "c1", dt.date(2026, 11, 24))
+        2,
+        "c1",
+        dt.date(2026, 11, 24),
+    )
     lake.write_partition(warehouse, "ingest_audit", _audit(4), "bluepeak", "west-2", "2026-11-24")
-    lake.write_partition(warehouse, "quarantine", pl.DataFrame(schema={c: t for c, t in TABLES["quarantine"].items()}), *P)
+    lake.write_partition(
+        warehouse, "quarantine", pl.DataFrame(schema={c: t for c, t in TABLES["quarantine"].items()}), *P
+    )
     rep = wh.build(warehouse)
     assert rep.views == ["ingest_audit", "quarantine"]
-    assert old.execute("select count(*) from ingest_audit").fetchone() == (2,)    # its build's snapshot
+    assert old.execute("select count(*) from ingest_audit").fetchone() == (2,)  # its build's snapshot
     new = wh.connect_readonly(warehouse)
     assert new.execute("select count(*) from ingest_audit").fetchone() == (6,)
     assert new.execute("select count(*) from quarantine").fetchone() == (0,)

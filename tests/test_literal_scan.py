@@ -1,5 +1,6 @@
 """The Hyperscan fast path (``literal_scan``) keeps exactly the lines the polars prefilter
 keeps: same events, counts and quarantine, block by block, on clean and dirty input."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.skipif(not literal_scan.available(), reason="no hypersc
 def _both(path, ctx, monkeypatch):
     """Parse with and without Hyperscan; the fast path must run on kernel logs and must not on
     job logs (their continuation lines come from a regex)."""
-    monkeypatch.setattr(parse, "SMALL_FILE_BYTES", 0)   # the block scanner
+    monkeypatch.setattr(parse, "SMALL_FILE_BYTES", 0)  # the block scanner
     monkeypatch.setattr(reader, "BLOCK_SIZE", 1 << 14)  # many blocks: all but the first take the fast path
     used = []
     real = literal_scan.matching_lines
@@ -37,7 +38,11 @@ def _both(path, ctx, monkeypatch):
 
 def _same(fast, slow):
     assert (fast.lines_read, fast.event_lines, fast.benign, fast.quarantined) == (
-        slow.lines_read, slow.event_lines, slow.benign, slow.quarantined)
+        slow.lines_read,
+        slow.event_lines,
+        slow.benign,
+        slow.quarantined,
+    )
     assert fast.events.equals(slow.events)
     assert fast.quarantine.equals(slow.quarantine)
 
@@ -48,7 +53,9 @@ def test_generated_mixed_log(tmp_path, monkeypatch, kind):
 
     path = tmp_path / "mixed.log"
     generate(str(path), 2 << 20, seed=3, fault_rate=0.01)
-    ctx = SourceContext(source="m.log", kind=kind, ref_date=dt.date(2026, 11, 24), node="n1", job_id="7" if kind == "job" else None)
+    ctx = SourceContext(
+        source="m.log", kind=kind, ref_date=dt.date(2026, 11, 24), node="n1", job_id="7" if kind == "job" else None
+    )
     fast, slow = _both(path, ctx, monkeypatch)
     _same(fast, slow)
     assert len(fast.events) > 100
@@ -61,8 +68,12 @@ def test_dirty_blocks_fall_back_and_agree(tmp_path, monkeypatch):
     path = tmp_path / "mixed.log"
     generate(str(path), 1 << 20, seed=5, fault_rate=0.01)
     data = bytearray(path.read_bytes())
-    for pos, junk in ((200_000, b"\x00\x07garbage"), (400_000, b"\r"), (600_000, "é".encode()),
-                      (800_000, b"x" * (reader.MAX_LINE_BYTES + 10))):
+    for pos, junk in (
+        (200_000, b"\x00\x07garbage"),
+        (400_000, b"\r"),
+        (600_000, "é".encode()),
+        (800_000, b"x" * (reader.MAX_LINE_BYTES + 10)),
+    ):
         data[pos:pos] = junk
     path.write_bytes(bytes(data))
     ctx = SourceContext(source="d.log", kind="kernel", ref_date=dt.date(2026, 11, 24), node="n1")
@@ -76,7 +87,9 @@ def test_real_captures(tmp_path, monkeypatch, name):
     path = tmp_path / name
     path.write_bytes((REAL / name).read_bytes() * 100)
     kind = "job" if name.startswith("torch") else "kernel"
-    ctx = SourceContext(source=name, kind=kind, ref_date=dt.date(2026, 11, 24), node="n1", job_id="9" if kind == "job" else None)
+    ctx = SourceContext(
+        source=name, kind=kind, ref_date=dt.date(2026, 11, 24), node="n1", job_id="9" if kind == "job" else None
+    )
     _same(*_both(path, ctx, monkeypatch))
 
 
@@ -98,8 +111,11 @@ def test_the_literal_database_never_misses_a_literal():
     rng = random.Random(20261130)
     alphabet = "abcdefgh ijk:[]{}0123456789\n"
     for _ in range(1500):
-        text = "".join("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-                       + (rng.choice(lits) if rng.random() < 0.5 else "") for _ in range(rng.randint(1, 12)))
+        text = "".join(
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+            + (rng.choice(lits) if rng.random() < 0.5 else "")
+            for _ in range(rng.randint(1, 12))
+        )
         lines = text.split("\n")
         buf = ("\n".join(lines) + "\n").encode()
         want = [i for i, line in enumerate(lines) if any(x in line for x in lits)]

@@ -1,5 +1,6 @@
 """The learned models: the shipped unknown-line classifier (integrity, accuracy, rules stay
 authoritative), signatures of unknown lines, and node failure profiles."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -27,6 +28,7 @@ def shipped():
 
 # --- the shipped model and its metadata ---------------------------------------------------------
 
+
 def test_shipped_model_matches_its_metadata(shipped):
     meta = M.shipped_meta()
     blob = M._shipped().joinpath(M.MODEL_FILE).read_bytes()
@@ -48,7 +50,7 @@ def test_tampered_or_foreign_model_files_are_refused(tmp_path):
     good = tmp_path / "good"
     good.mkdir()
     shutil.copy(M._shipped().joinpath(M.MODEL_FILE), good / M.MODEL_FILE)
-    assert M.load_model(good).meta["model_sha256"] == M.shipped_meta()["model_sha256"]   # the same bytes load
+    assert M.load_model(good).meta["model_sha256"] == M.shipped_meta()["model_sha256"]  # the same bytes load
 
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -92,6 +94,7 @@ def test_shipped_file_that_no_longer_matches_its_metadata_is_refused(tmp_path, m
 
 # --- training data and accuracy on lines the model never saw ------------------------------------
 
+
 def test_curated_lines_are_rule_unknown_and_name_a_cause():
     cur = curated_examples()
     assert cur.height >= 150
@@ -126,12 +129,19 @@ def test_accuracy_on_held_out_curated_lines():
 
 
 def test_predict_masks_and_thresholds(shipped):
-    msgs = pl.Series(["NVRM: GPU 3 GSP RPC timeout after 45 s", "NVRM: GPU 7 GSP RPC timeout after 12 s",
-                      "frobnicator widget quux failed", None, ""])
+    msgs = pl.Series(
+        [
+            "NVRM: GPU 3 GSP RPC timeout after 45 s",
+            "NVRM: GPU 7 GSP RPC timeout after 12 s",
+            "frobnicator widget quux failed",
+            None,
+            "",
+        ]
+    )
     out = M.predict(msgs, model=shipped)
     assert out.columns == ["category", "confidence"] and out.height == 5
     assert out["category"].to_list()[:2] == ["gpu_hardware", "gpu_hardware"]
-    assert out["confidence"][0] == out["confidence"][1] >= 0.6     # same masked template, same answer
+    assert out["confidence"][0] == out["confidence"][1] >= 0.6  # same masked template, same answer
     assert out["category"].to_list()[2:] == ["unknown"] * 3
     assert out["confidence"].to_list()[3:] == [0.0, 0.0]
     assert M.predict(msgs, threshold=1.01, model=shipped)["category"].unique().to_list() == ["unknown"]
@@ -140,22 +150,48 @@ def test_predict_masks_and_thresholds(shipped):
 
 # --- the rules stay authoritative ---------------------------------------------------------------
 
+
 def _events(rows):
-    return pl.DataFrame(rows, schema=["event_id", "node", "category", "domain", "rule_id", "message"], orient="row",
-                        ).with_columns(ts=pl.Series([T0 + dt.timedelta(minutes=i) for i in range(len(rows))]))
+    return pl.DataFrame(
+        rows,
+        schema=["event_id", "node", "category", "domain", "rule_id", "message"],
+        orient="row",
+    ).with_columns(ts=pl.Series([T0 + dt.timedelta(minutes=i) for i in range(len(rows))]))
 
 
 def test_apply_model_changes_only_rule_unknown_rows(shipped):
-    ev = _events([
-        ("e1", "n1", "gpu_memory", "hardware", "nvrm_xid", "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=python3, DBE"),
-        # the rules call this network; the model would say storage: the rule wins
-        ("e2", "n1", "network", "hardware", "nccl_net_ib", "Lustre: client was evicted, I/O error on /lustre/scratch"),
-        ("e3", "n2", "benign", "none", None, "step 1200 loss 2.3417"),
-        ("e4", "n2", "unknown", "unknown", "error_words", "NVRM: GPU1 GSP RPC timeout"),
-        ("e5", "n3", "unknown", "unknown", "nccl_system_error",
-         "mlx5_core 0000:5e:00.0: firmware fatal error, syndrome 0x8, reloading the device"),
-        ("e6", "n3", "unknown", "unknown", "error_words", "frobnicator widget quux failed"),
-    ])
+    ev = _events(
+        [
+            (
+                "e1",
+                "n1",
+                "gpu_memory",
+                "hardware",
+                "nvrm_xid",
+                "NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=python3, DBE",
+            ),
+            # the rules call this network; the model would say storage: the rule wins
+            (
+                "e2",
+                "n1",
+                "network",
+                "hardware",
+                "nccl_net_ib",
+                "Lustre: client was evicted, I/O error on /lustre/scratch",
+            ),
+            ("e3", "n2", "benign", "none", None, "step 1200 loss 2.3417"),
+            ("e4", "n2", "unknown", "unknown", "error_words", "NVRM: GPU1 GSP RPC timeout"),
+            (
+                "e5",
+                "n3",
+                "unknown",
+                "unknown",
+                "nccl_system_error",
+                "mlx5_core 0000:5e:00.0: firmware fatal error, syndrome 0x8, reloading the device",
+            ),
+            ("e6", "n3", "unknown", "unknown", "error_words", "frobnicator widget quux failed"),
+        ]
+    )
     out = M.apply_model(ev, model=shipped)
     assert out.columns == [*ev.columns, "model_confidence"]
     assert out.drop("model_confidence").head(3).equals(ev.head(3))
@@ -185,10 +221,18 @@ SIG_LINES = [  # (group, node, message)
     ("ib_down", "n5", "infiniband mlx5_3: port 1 state changed to DOWN, physical link lost"),
     ("gpud", "n4", "gpud: health check failed for GPU 3: timeout waiting for dcgm"),
     ("gpud", "n6", "gpud: health check failed for GPU 5: timeout waiting for dcgm-exporter"),
-    ("evict", "n6", "Lustre: scratch-MDT0000-mdc-ffff9a1b2c3d4000: This client was evicted by scratch-MDT0000; "
-                    "in progress operations using this service will fail."),
-    ("evict", "n7", "Lustre: work-MDT0001-mdc-ffff88aa11bb2000: This client was evicted by work-MDT0001; "
-                    "in progress operations using this service will fail."),
+    (
+        "evict",
+        "n6",
+        "Lustre: scratch-MDT0000-mdc-ffff9a1b2c3d4000: This client was evicted by scratch-MDT0000; "
+        "in progress operations using this service will fail.",
+    ),
+    (
+        "evict",
+        "n7",
+        "Lustre: work-MDT0001-mdc-ffff88aa11bb2000: This client was evicted by work-MDT0001; "
+        "in progress operations using this service will fail.",
+    ),
     ("nvme_ctrl", "n7", "nvme nvme3: Identify Controller failed (-4), device unusable"),
     ("nvme_ns", "n8", "nvme nvme3: Identify Namespace failed (-5)"),
     ("segv", "n8", "Segmentation fault (core dumped)"),
@@ -198,13 +242,26 @@ SIG_LINES = [  # (group, node, message)
 
 def _sig_events():
     msgs = [m for _, _, m in SIG_LINES]
-    ev = pl.DataFrame({
-        "node": [n for _, n, _ in SIG_LINES], "message": msgs,
-        "raw": [f"Nov 24 03:{i:02d}:00 {n} kernel: {m}" for i, (_, n, m) in enumerate(SIG_LINES)],
-        "ts": [T0 + dt.timedelta(minutes=i) for i in range(len(SIG_LINES))],
-        "category": ["unknown"] * len(SIG_LINES), "family": ["nvrm"] * len(SIG_LINES)})
-    extra = pl.DataFrame({"node": ["n1"], "message": ["NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."],
-                          "raw": ["x"], "ts": [T0], "category": ["gpu_bus_lost"], "family": ["nvrm"]})
+    ev = pl.DataFrame(
+        {
+            "node": [n for _, n, _ in SIG_LINES],
+            "message": msgs,
+            "raw": [f"Nov 24 03:{i:02d}:00 {n} kernel: {m}" for i, (_, n, m) in enumerate(SIG_LINES)],
+            "ts": [T0 + dt.timedelta(minutes=i) for i in range(len(SIG_LINES))],
+            "category": ["unknown"] * len(SIG_LINES),
+            "family": ["nvrm"] * len(SIG_LINES),
+        }
+    )
+    extra = pl.DataFrame(
+        {
+            "node": ["n1"],
+            "message": ["NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."],
+            "raw": ["x"],
+            "ts": [T0],
+            "category": ["gpu_bus_lost"],
+            "family": ["nvrm"],
+        }
+    )
     return pl.concat([ev, extra]).with_columns(template=mask(pl.concat([ev["message"], extra["message"]])))
 
 
@@ -214,7 +271,7 @@ def test_signatures_group_near_identical_unknown_lines(shipped):
     tpl_group = dict(zip(mask([m for _, _, m in SIG_LINES]).to_list(), [g for g, _, _ in SIG_LINES]))
     got = sorted(sorted({tpl_group[t] for t in ts}) for ts in sig["templates"].to_list())
     want = sorted([g] for g in dict.fromkeys(g for g, _, _ in SIG_LINES))
-    assert got == want                           # one signature per group, groups never mixed
+    assert got == want  # one signature per group, groups never mixed
     assert sig["count"].sum() == len(SIG_LINES)  # only unknown events
     assert sig["signature_id"].is_unique().all() and sig["signature_id"].str.len_chars().eq(12).all()
     assert sig["count"].to_list() == sorted(sig["count"].to_list(), reverse=True)
@@ -233,35 +290,58 @@ def test_signatures_group_near_identical_unknown_lines(shipped):
 
 # --- node failure profiles ---------------------------------------------------------------------
 
+
 def _incidents(spec):
     rows = [(node, cat) for node, cats in spec.items() for cat, n in cats.items() for _ in range(n)]
-    return pl.DataFrame({"provider": "acme", "cluster": "c1", "rack": "r1", "node": [r[0] for r in rows],
-                         "category": [r[1] for r in rows], "severity": "error"})
+    return pl.DataFrame(
+        {
+            "provider": "acme",
+            "cluster": "c1",
+            "rack": "r1",
+            "node": [r[0] for r in rows],
+            "category": [r[1] for r in rows],
+            "severity": "error",
+        }
+    )
 
 
 def test_node_profiles_group_nodes_by_failure_mode():
     spec = {
-        "a1": {"gpu_memory": 5}, "a2": {"gpu_memory": 3, "host": 1}, "a3": {"gpu_memory": 4}, "a4": {"gpu_memory": 2},
-        "b1": {"network": 4}, "b2": {"network": 6, "gpu_memory": 1}, "b3": {"network": 2},
-        "c1": {"storage": 2, "host": 2}, "c2": {"storage": 3, "host": 2}, "c3": {"storage": 1, "host": 1},
+        "a1": {"gpu_memory": 5},
+        "a2": {"gpu_memory": 3, "host": 1},
+        "a3": {"gpu_memory": 4},
+        "a4": {"gpu_memory": 2},
+        "b1": {"network": 4},
+        "b2": {"network": 6, "gpu_memory": 1},
+        "b3": {"network": 2},
+        "c1": {"storage": 2, "host": 2},
+        "c2": {"storage": 3, "host": 2},
+        "c3": {"storage": 1, "host": 1},
     }
-    health = pl.DataFrame({"provider": "acme", "cluster": "c1", "rack": "r1",
-                           "node": [*spec, "quiet"], "rate_per_1k": [float(i) for i in range(len(spec) + 1)]})
+    health = pl.DataFrame(
+        {
+            "provider": "acme",
+            "cluster": "c1",
+            "rack": "r1",
+            "node": [*spec, "quiet"],
+            "rate_per_1k": [float(i) for i in range(len(spec) + 1)],
+        }
+    )
     prof = node_failure_profiles(_incidents(spec), health)
-    assert set(prof["node"]) == set(spec)                     # only nodes with incidents
+    assert set(prof["node"]) == set(spec)  # only nodes with incidents
     cl = dict(zip(prof["node"], prof["profile_cluster"]))
     for group in (["a1", "a2", "a3", "a4"], ["b1", "b2", "b3"], ["c1", "c2", "c3"]):
         assert len({cl[n] for n in group}) == 1
     assert len({cl["a1"], cl["b1"], cl["c1"]}) == 3
     row = {r["node"]: r for r in prof.iter_rows(named=True)}
-    assert row["a1"]["profile_cluster"] == 0 and row["a1"]["cluster_size"] == 4   # largest first
+    assert row["a1"]["profile_cluster"] == 0 and row["a1"]["cluster_size"] == 4  # largest first
     assert row["a2"]["dominant_categories"][0] == "gpu_memory"
     assert row["b2"]["dominant_categories"] == ["network"]
     assert set(row["c1"]["dominant_categories"]) == {"storage", "host"}
     assert row["a2"]["n_incidents"] == 4 and row["a2"]["top_share"] == pytest.approx(0.75)
     assert row["b3"]["rate_per_1k"] == 6.0
     again = node_failure_profiles(_incidents(spec).reverse(), health)
-    assert again.equals(prof)                                 # deterministic
+    assert again.equals(prof)  # deterministic
 
 
 def test_node_profiles_small_inputs():
@@ -273,36 +353,44 @@ def test_node_profiles_small_inputs():
 
 # --- the analytics path: rule verdicts in the lake, model-upgraded categories in the analytics ---
 
+
 def test_model_upgraded_events_flow_through_the_analytics(tmp_path, shipped):
     from faultline.analytics.build import compute
     from faultline.analytics.rates import covered_days
-    from faultline.ingest.partition import ingest_partition
     from faultline.ingest.landing import read_inventory
+    from faultline.ingest.partition import ingest_partition
 
     day = tmp_path / "acme" / "c1" / "2026-11-24"
     (day / "kernel").mkdir(parents=True)
     (day / "slurm").mkdir()
     (tmp_path / "inventory.csv").write_text(
-        "provider,cluster,rack,node,gpus,leaf_switch\n" + "".join(f"acme,c1,r1,n{i},8,leaf1\n" for i in range(1, 5)))
+        "provider,cluster,rack,node,gpus,leaf_switch\n" + "".join(f"acme,c1,r1,n{i},8,leaf1\n" for i in range(1, 5))
+    )
     (day / "slurm" / "sacct.txt").write_text(
         "JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason\n"
         "100|pretrain|alice|gpu|n[1-2]|2|cpu=16,gres/gpu=16,node=2|2026-11-24T01:00:00|2026-11-24T01:00:00|"
-        "2026-11-24T03:24:30|02:24:30|FAILED|1:0|None\n")
-    kernel = {"n1": [("03:14:07", "NVRM: GPU1 GSP RPC timeout"), ("03:14:30", "NVRM: GPU1 GSP RPC timeout")],
-              "n2": [("03:14:07", "NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus."),
-                     ("05:00:00", "frobnicator widget quux failed")],
-              "n3": [("02:00:00", "mlx5_core 0000:5e:00.0: firmware fatal error, syndrome 0x8, reloading the device")]}
+        "2026-11-24T03:24:30|02:24:30|FAILED|1:0|None\n"
+    )
+    kernel = {
+        "n1": [("03:14:07", "NVRM: GPU1 GSP RPC timeout"), ("03:14:30", "NVRM: GPU1 GSP RPC timeout")],
+        "n2": [
+            ("03:14:07", "NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus."),
+            ("05:00:00", "frobnicator widget quux failed"),
+        ],
+        "n3": [("02:00:00", "mlx5_core 0000:5e:00.0: firmware fatal error, syndrome 0x8, reloading the device")],
+    }
     for node, lines in kernel.items():
         (day / "kernel" / f"{node}.log").write_text("".join(f"Nov 24 {t} {node} kernel: {m}\n" for t, m in lines))
     pt = ingest_partition(tmp_path, "acme", "c1", "2026-11-24")
     lake_events = pt.events
-    assert lake_events.filter(pl.col("category") == "unknown").height == 4       # the rules' verdict
+    assert lake_events.filter(pl.col("category") == "unknown").height == 4  # the rules' verdict
 
     events = M.apply_model(lake_events, model=shipped)
     by_node = dict(events.group_by("node").agg(pl.col("category").unique().sort()).iter_rows())
     assert by_node == {"n1": ["gpu_hardware"], "n2": ["gpu_bus_lost", "unknown"], "n3": ["network"]}
-    tables = compute(events, pt.jobs, pt.flight, read_inventory(tmp_path),
-                     covered_days([("acme", "c1", dt.date(2026, 11, 24))]))
+    tables = compute(
+        events, pt.jobs, pt.flight, read_inventory(tmp_path), covered_days([("acme", "c1", dt.date(2026, 11, 24))])
+    )
     inc = dict(tables["incidents"].select("node", "category").iter_rows())
     assert inc == {"n1": "gpu_hardware", "n2": "gpu_bus_lost", "n3": "network"}
     assert tables["job_failures"].row(0, named=True)["culprit_node"] == "n2"

@@ -4,6 +4,7 @@ The end-to-end tests start moto's S3 server on a free localhost port and point f
 it only through configuration (``FAULTLINE_STORAGE_OPTIONS``, dummy ``AWS_*`` keys); the
 unit tests use fsspec's in-process ``memory://`` filesystem.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -22,22 +23,24 @@ import zstandard
 from click.testing import CliRunner
 from conftest import frame_hash, make_landing
 
-from faultline.lake import files as lake, queries, storage, views as warehouse
-from faultline.ingest import landing
 from faultline.analytics.build import ANALYTICS_TABLES
 from faultline.commands.run import run as run_command
 from faultline.commands.sql import sql as sql_command
-from faultline.ingest import reader
-from faultline.ingest.partition import ingest_partition
+from faultline.ingest import landing, reader
 from faultline.ingest.landing import Partition
-from faultline.launch.local import run_pipeline
+from faultline.ingest.partition import ingest_partition
+from faultline.lake import files as lake
+from faultline.lake import queries, storage
+from faultline.lake import views as warehouse
 from faultline.lake.storage import ObjectPath
+from faultline.launch.local import run_pipeline
 from faultline.schema import TABLES
 
 fsspec = pytest.importorskip("fsspec")
 
 
 # -- unit tests: memory:// -------------------------------------------------------------------
+
 
 @pytest.fixture
 def mem():
@@ -62,8 +65,10 @@ def test_is_url_and_scheme():
 def test_storage_options_from_env(monkeypatch):
     monkeypatch.delenv(storage.OPTIONS_ENV, raising=False)
     assert storage.storage_options("s3") == {}
-    monkeypatch.setenv(storage.OPTIONS_ENV, json.dumps(
-        {"endpoint_url": "http://x:9000", "anon": False, "s3": {"key": "k"}, "gcs": {"project": "p"}}))
+    monkeypatch.setenv(
+        storage.OPTIONS_ENV,
+        json.dumps({"endpoint_url": "http://x:9000", "anon": False, "s3": {"key": "k"}, "gcs": {"project": "p"}}),
+    )
     assert storage.storage_options("s3") == {"endpoint_url": "http://x:9000", "anon": False, "key": "k"}
     assert storage.storage_options("gcs") == {"endpoint_url": "http://x:9000", "anon": False, "project": "p"}
     monkeypatch.setenv(storage.OPTIONS_ENV, "[1, 2]")
@@ -89,9 +94,10 @@ def test_object_path_behaves_like_the_paths_the_pipeline_uses(mem):
     assert st.st_size == 5 and st.st_mtime_ns > 0
     assert f.read_bytes() == b"hello" and f.open().read() == b"hello"
     assert {f, root / "a/b.log.gz"} == {f} and sorted([root / "b", root / "a"]) == [root / "a", root / "b"]
-    keys = ["p=a-b/x", "p=a/y", "p=a/x/z", "p=a.b/x"]      # segment order, like pathlib
-    assert [p.relative_to(root).as_posix() for p in sorted(root / k for k in keys)] == \
-        [p.as_posix() for p in sorted(Path(k) for k in keys)]
+    keys = ["p=a-b/x", "p=a/y", "p=a/x/z", "p=a.b/x"]  # segment order, like pathlib
+    assert [p.relative_to(root).as_posix() for p in sorted(root / k for k in keys)] == [
+        p.as_posix() for p in sorted(Path(k) for k in keys)
+    ]
     with pytest.raises(TypeError):
         open(f)  # noqa: SIM115 - never a local path by accident
     assert [p.name for p in storage.list_files(root)] == ["b.log.gz"]
@@ -128,10 +134,12 @@ def test_landing_on_memory_matches_local(mem, tmp_path):
     pf_l, pf_o = landing.partition_files(local, part), landing.partition_files(url, part)
     assert [pf_o.rel(p) for p in pf_o.all_files()] == [pf_l.rel(p) for p in pf_l.all_files()]
     assert [k.node for k in pf_o.kernel] == [k.node for k in pf_l.kernel]
-    assert {k.node: k.boot.name if k.boot else None for k in pf_o.kernel} == \
-        {k.node: k.boot.name if k.boot else None for k in pf_l.kernel}
-    assert {f: size for f, (size, _) in landing.fingerprint(url, part).items()} == \
-        {f: size for f, (size, _) in landing.fingerprint(local, part).items()}
+    assert {k.node: k.boot.name if k.boot else None for k in pf_o.kernel} == {
+        k.node: k.boot.name if k.boot else None for k in pf_l.kernel
+    }
+    assert {f: size for f, (size, _) in landing.fingerprint(url, part).items()} == {
+        f: size for f, (size, _) in landing.fingerprint(local, part).items()
+    }
     assert landing.read_inventory(url).equals(landing.read_inventory(local))
     a, b = ingest_partition(local, *part.relpath.split("/")), ingest_partition(url, *part.relpath.split("/"))
     for attr in ("kernel_events", "job_events", "jobs", "steps", "flight", "quarantine", "audit"):
@@ -146,8 +154,8 @@ def test_keys_that_could_leave_the_prefix_are_refused(mem):
     root = storage.to_path(url)
     day = root / "p" / "c" / "2026-01-01"
     fs.pipe_file((day / "kernel" / "n1.log").path, b"x\n")
-    fs.pipe_file(f"{day.path}/kernel/../../../../escape.log", b"x\n")   # a literal '..' key
-    fs.pipe_file((day / ".partial" / "n2.log").path, b"x\n")            # hidden: not data
+    fs.pipe_file(f"{day.path}/kernel/../../../../escape.log", b"x\n")  # a literal '..' key
+    fs.pipe_file((day / ".partial" / "n2.log").path, b"x\n")  # hidden: not data
     fs.pipe_file((root / "p" / "bad name").path + "/2026-01-01/kernel/n.log", b"x\n")
     fs.pipe_file((root / "p" / "c" / "2026-13-01" / "kernel" / "n.log").path, b"x\n")
     found = landing.discover(url)
@@ -157,8 +165,9 @@ def test_keys_that_could_leave_the_prefix_are_refused(mem):
     pf = landing.partition_files(url, Partition("p", "c", "2026-01-01"))
     assert [pf.rel(k.path) for k in pf.kernel] == ["p/c/2026-01-01/kernel/n1.log"]
     assert pf.other == []
-    assert ("p/c/2026-01-01/kernel/../../../../escape.log", "outside_landing") in \
-        [(p.path, p.reason) for p in pf.problems]
+    assert ("p/c/2026-01-01/kernel/../../../../escape.log", "outside_landing") in [
+        (p.path, p.reason) for p in pf.problems
+    ]
 
 
 @pytest.mark.parametrize("codec", ["plain", "gzip", "zstd"])
@@ -184,21 +193,40 @@ def test_reader_streams_objects_through_the_same_bounds(mem, codec):
 
 def _audit(*sources: str) -> pl.DataFrame:
     n = len(sources)
-    return pl.DataFrame({
-        "source": list(sources), "kind": ["kernel"] * n, "bytes": [10] * n, "bytes_read": [10] * n,
-        "checksum": ["x"] * n, "lines_read": [3] * n, "events": [1] * n, "event_lines": [1] * n,
-        "benign": [2] * n, "quarantined": [0] * n, "format": [None] * n, "message": [None] * n})
+    return pl.DataFrame(
+        {
+            "source": list(sources),
+            "kind": ["kernel"] * n,
+            "bytes": [10] * n,
+            "bytes_read": [10] * n,
+            "checksum": ["x"] * n,
+            "lines_read": [3] * n,
+            "events": [1] * n,
+            "event_lines": [1] * n,
+            "benign": [2] * n,
+            "quarantined": [0] * n,
+            "format": [None] * n,
+            "message": [None] * n,
+        }
+    )
 
 
 def test_lake_round_trip_and_replace_on_memory(mem):
     _fs, url = mem
     df = _audit("a.log")
     path = lake.write_partition(url, "ingest_audit", df, "p", "c", "2026-01-01")
-    assert isinstance(path, ObjectPath) and path.url == f"{url}/lake/ingest_audit/provider=p/cluster=c/date=2026-01-01/data.parquet"
-    lake.write_partition(url, "ingest_audit", pl.concat([df, df.with_columns(source=pl.lit("b.log"))]), "p", "c", "2026-01-01")
+    assert (
+        isinstance(path, ObjectPath)
+        and path.url == f"{url}/lake/ingest_audit/provider=p/cluster=c/date=2026-01-01/data.parquet"
+    )
+    lake.write_partition(
+        url, "ingest_audit", pl.concat([df, df.with_columns(source=pl.lit("b.log"))]), "p", "c", "2026-01-01"
+    )
     got = lake.read_partition(url, "ingest_audit", "p", "c", "2026-01-01")
     assert got["source"].to_list() == ["a.log", "b.log"]
-    assert lake.read_table(url, "ingest_audit").height == 2 and lake.scan_table(url, "ingest_audit").collect().height == 2
+    assert (
+        lake.read_table(url, "ingest_audit").height == 2 and lake.scan_table(url, "ingest_audit").collect().height == 2
+    )
     assert lake.tables_present(url) == ["ingest_audit"]
     assert [v for _p, v in lake.data_files(url, "ingest_audit")][0]["provider"] == "p"
     assert lake.file_schema(url, "ingest_audit", "p", "c", "2026-01-01") is not None
@@ -209,8 +237,10 @@ def test_lake_round_trip_and_replace_on_memory(mem):
     assert out.read_bytes() == b"# hi\n"
     # only data files and the report: no temporary object was ever created
     assert sorted(p.relative_to(storage.to_path(url)).as_posix() for p in storage.list_files(storage.to_path(url))) == [
-        "analytics/incidents.parquet", "lake/ingest_audit/provider=p/cluster=c/date=2026-01-01/data.parquet",
-        "report.md"]
+        "analytics/incidents.parquet",
+        "lake/ingest_audit/provider=p/cluster=c/date=2026-01-01/data.parquet",
+        "report.md",
+    ]
 
 
 def test_views_over_a_memory_lake(mem, tmp_path, monkeypatch):
@@ -224,7 +254,7 @@ def test_views_over_a_memory_lake(mem, tmp_path, monkeypatch):
     try:
         got = queries.run_sql(con, "SELECT provider, cluster, date, source FROM ingest_audit")
         assert got.rows() == [("p", "c", __import__("datetime").date(2026, 1, 1), "a.log")]
-        with pytest.raises(queries.QueryError):       # outside the warehouse prefix: refused
+        with pytest.raises(queries.QueryError):  # outside the warehouse prefix: refused
             queries.run_sql(con, "SELECT * FROM read_parquet('memory:///elsewhere/x.parquet')")
     finally:
         con.close()
@@ -297,7 +327,7 @@ def pipelines(s3_server, tmp_path_factory):
     local = tmp / "landing"
     simulate(local, scenario="demo", nodes=12, days=2, seed=3)
     shutil.rmtree(local / "_truth")
-    kernels = sorted(local.rglob("kernel/*.log"))   # compressed logs stream from S3 too
+    kernels = sorted(local.rglob("kernel/*.log"))  # compressed logs stream from S3 too
     kernels[0].with_suffix(".log.gz").write_bytes(gzip.compress(kernels[0].read_bytes()))
     kernels[1].with_suffix(".log.zst").write_bytes(zstandard.ZstdCompressor().compress(kernels[1].read_bytes()))
     kernels[0].unlink()
@@ -308,8 +338,15 @@ def pipelines(s3_server, tmp_path_factory):
         s3_landing, s3_wh = f"s3://{BUCKET}/landing", f"s3://{BUCKET}/wh"
         s3_summary = run_pipeline(s3_landing, s3_wh, workers=1)
         local_summary = run_pipeline(local, tmp / "wh", workers=1)
-        yield {"fs": fs, "landing": local, "wh": tmp / "wh", "s3_landing": s3_landing, "s3_wh": s3_wh,
-               "summaries": (s3_summary, local_summary), "db": tmp / "s3-views" / "faultline.duckdb"}
+        yield {
+            "fs": fs,
+            "landing": local,
+            "wh": tmp / "wh",
+            "s3_landing": s3_landing,
+            "s3_wh": s3_wh,
+            "summaries": (s3_summary, local_summary),
+            "db": tmp / "s3-views" / "faultline.duckdb",
+        }
 
 
 def _sorted(df: pl.DataFrame) -> pl.DataFrame:
@@ -342,8 +379,7 @@ def test_s3_lake_equals_local_lake(pipelines):
 def test_sql_and_named_queries_match(pipelines, monkeypatch):
     monkeypatch.setenv(storage.DUCKDB_ENV, str(pipelines["db"]))
     s3_wh, wh = pipelines["s3_wh"], pipelines["wh"]
-    stmt = ("SELECT provider, cluster, date, category, count(*) AS n FROM events "
-            "GROUP BY ALL ORDER BY ALL")
+    stmt = "SELECT provider, cluster, date, category, count(*) AS n FROM events GROUP BY ALL ORDER BY ALL"
     outs = []
     for where in (s3_wh, str(wh)):
         res = CliRunner().invoke(sql_command, [stmt, "--warehouse", where, "--format", "json"])
@@ -368,11 +404,13 @@ def test_rerun_replaces_and_listings_show_only_whole_data_objects(pipelines):
     before = {t: lake.read_table(s3_wh, t) for t in ("events", "ingest_audit", "raw_kernel_events")}
     keys = _lake_keys(fs)
     assert keys and all(k.endswith("/data.parquet") for k in keys)
-    stamp = {k: fs.info(k)["LastModified"] for k in keys if f"date={part.date}" in k and f"cluster={part.cluster}/" in k}
+    stamp = {
+        k: fs.info(k)["LastModified"] for k in keys if f"date={part.date}" in k and f"cluster={part.cluster}/" in k
+    }
 
     seen, stop, bad = [], threading.Event(), []
 
-    def lister():      # a reader listing and opening the lake while the partition is rewritten
+    def lister():  # a reader listing and opening the lake while the partition is rewritten
         lfs = fsspec.filesystem("s3", **storage.storage_options("s3"), skip_instance_cache=True)
         while not stop.wait(0.02):
             lfs.invalidate_cache()
@@ -396,7 +434,7 @@ def test_rerun_replaces_and_listings_show_only_whole_data_objects(pipelines):
         stop.set()
         t.join()
     assert seen and not bad
-    assert _lake_keys(fs) == keys          # same objects, no duplicates, nothing left behind
+    assert _lake_keys(fs) == keys  # same objects, no duplicates, nothing left behind
     for k, t0 in stamp.items():
         assert fs.info(k)["LastModified"] >= t0
     for table, df in before.items():
@@ -405,8 +443,9 @@ def test_rerun_replaces_and_listings_show_only_whole_data_objects(pipelines):
 
 
 def test_cli_names_a_missing_landing_url(pipelines):
-    res = CliRunner().invoke(run_command, ["--landing", f"s3://{BUCKET}/no-such-landing",
-                                           "--warehouse", pipelines["s3_wh"]])
+    res = CliRunner().invoke(
+        run_command, ["--landing", f"s3://{BUCKET}/no-such-landing", "--warehouse", pipelines["s3_wh"]]
+    )
     assert res.exit_code != 0 and f"s3://{BUCKET}/no-such-landing" in res.output
 
 

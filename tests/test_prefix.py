@@ -1,4 +1,5 @@
 """Every kernel-log and job-log prefix variant of log-formats.md: exact time, host and message."""
+
 import datetime as dt
 
 import polars as pl
@@ -22,31 +23,89 @@ CASES = [
     (f"Nov 24 03:14:07 node-a17 kernel: [ 8812.334455] {MSG}", "2026-11-24T03:14:07", "yearless", "node-a17", MSG),
     (f"Nov  4 03:14:07 node-a17 kernel: {MSG}", "2026-11-04T03:14:07", "yearless", "node-a17", MSG),
     (f"Dez  4 03:14:07 node-a17 kernel: {MSG}", "2026-12-04T03:14:07", "yearless", "node-a17", MSG),
-    (f"2026-11-24T03:14:07.123456+00:00 node-a17 kernel: {MSG}", "2026-11-24T03:14:07.123456", "absolute", "node-a17", MSG),
-    (f"2026-11-24T05:14:07.123456+02:00 node-a17 kernel: {MSG}", "2026-11-24T03:14:07.123456", "absolute", "node-a17", MSG),
+    (
+        f"2026-11-24T03:14:07.123456+00:00 node-a17 kernel: {MSG}",
+        "2026-11-24T03:14:07.123456",
+        "absolute",
+        "node-a17",
+        MSG,
+    ),
+    (
+        f"2026-11-24T05:14:07.123456+02:00 node-a17 kernel: {MSG}",
+        "2026-11-24T03:14:07.123456",
+        "absolute",
+        "node-a17",
+        MSG,
+    ),
     (f"2026-11-24T03:14:07+0000 node-a17 kernel: {MSG}", "2026-11-24T03:14:07", "absolute", "node-a17", MSG),
     (f"2026-11-24T03:14:07+0000 kernel: {MSG}", "2026-11-24T03:14:07", "absolute", None, MSG),
-    (f"<14>1 2026-11-24T03:14:07.123Z node-a17 kernel - - - {MSG}", "2026-11-24T03:14:07.123000", "absolute", "node-a17", MSG),
+    (
+        f"<14>1 2026-11-24T03:14:07.123Z node-a17 kernel - - - {MSG}",
+        "2026-11-24T03:14:07.123000",
+        "absolute",
+        "node-a17",
+        MSG,
+    ),
     (f"node-a17: Nov 24 03:14:07 node-a17 kernel: {MSG}", "2026-11-24T03:14:07", "yearless", "node-a17", MSG),
     (f"node-b02: [ 8812.334455] {MSG}", "2026-11-24T02:26:52.334455", "boot_offset", "node-b02", MSG),
     (f"  12  Nov 24 03:14:07 node-a17 kernel: {MSG}", "2026-11-24T03:14:07", "yearless", "node-a17", MSG),
-    ("[rank3]:[E1124 03:14:07.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout",
-     "2026-11-24T03:14:07.123456", "yearless", None, "[Rank 3] Watchdog caught collective operation timeout"),
-    ("E1124 03:14:07.123456 33266 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1)",
-     "2026-11-24T03:14:07.123456", "yearless", None, "failed (exitcode: 1)"),
-    ("E1124 03:14:07.123456  1234 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog",
-     "2026-11-24T03:14:07.123456", "yearless", None, "[Rank 3] Watchdog"),
-    ("[2026-11-24T03:14:07.123] error: Nodes node-a17 not responding, setting DOWN",
-     "2026-11-24T03:14:07.123000", "naive_utc", None, "error: Nodes node-a17 not responding, setting DOWN"),
-    ("[Nov 24 2026 03:14:07] [ERROR] [tid 812] detected NVSwitch fatal error 20034",
-     "2026-11-24T03:14:07", "naive_utc", None, "[ERROR] [tid 812] detected NVSwitch fatal error 20034"),
-    ("[2026-11-24 03:14:07,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6)",
-     "2026-11-24T03:14:07.123000", "naive_utc", None, "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6)"),
-    ("node-a17:20412:20533 [3] NCCL WARN NET/IB : Got completion", None, "none", None,
-     "node-a17:20412:20533 [3] NCCL WARN NET/IB : Got completion"),
-    ("  File \"train.py\", line 12, in <module>", None, "none", None, "  File \"train.py\", line 12, in <module>"),
-    ("RuntimeError: CUDA error: an illegal memory access was encountered", None, "none", None,
-     "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    (
+        "[rank3]:[E1124 03:14:07.123456789 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout",
+        "2026-11-24T03:14:07.123456",
+        "yearless",
+        None,
+        "[Rank 3] Watchdog caught collective operation timeout",
+    ),
+    (
+        "E1124 03:14:07.123456 33266 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1)",
+        "2026-11-24T03:14:07.123456",
+        "yearless",
+        None,
+        "failed (exitcode: 1)",
+    ),
+    (
+        "E1124 03:14:07.123456  1234 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog",
+        "2026-11-24T03:14:07.123456",
+        "yearless",
+        None,
+        "[Rank 3] Watchdog",
+    ),
+    (
+        "[2026-11-24T03:14:07.123] error: Nodes node-a17 not responding, setting DOWN",
+        "2026-11-24T03:14:07.123000",
+        "naive_utc",
+        None,
+        "error: Nodes node-a17 not responding, setting DOWN",
+    ),
+    (
+        "[Nov 24 2026 03:14:07] [ERROR] [tid 812] detected NVSwitch fatal error 20034",
+        "2026-11-24T03:14:07",
+        "naive_utc",
+        None,
+        "[ERROR] [tid 812] detected NVSwitch fatal error 20034",
+    ),
+    (
+        "[2026-11-24 03:14:07,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6)",
+        "2026-11-24T03:14:07.123000",
+        "naive_utc",
+        None,
+        "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6)",
+    ),
+    (
+        "node-a17:20412:20533 [3] NCCL WARN NET/IB : Got completion",
+        None,
+        "none",
+        None,
+        "node-a17:20412:20533 [3] NCCL WARN NET/IB : Got completion",
+    ),
+    ('  File "train.py", line 12, in <module>', None, "none", None, '  File "train.py", line 12, in <module>'),
+    (
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        None,
+        "none",
+        None,
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ),
 ]
 
 
@@ -79,7 +138,10 @@ def test_raw_dmesg_without_boot_time_is_flagged_not_guessed():
 
 
 def test_reboot_in_the_day_uses_the_next_boot():
-    boots = [dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc), dt.datetime(2026, 11, 24, 6, tzinfo=dt.timezone.utc)]
+    boots = [
+        dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc),
+        dt.datetime(2026, 11, 24, 6, tzinfo=dt.timezone.utc),
+    ]
     df = _parse(["[50000.000000] before", "[ 10.500000] after reboot"], boots=boots)
     assert df["ts"].to_list() == [
         dt.datetime(2026, 11, 24, 1, 53, 20, tzinfo=dt.timezone.utc),

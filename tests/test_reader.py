@@ -1,9 +1,11 @@
 """The block reader: exact line reconstruction, odd line ends, giant lines, bounded archives."""
+
 import gzip
 import io
 
 import zstandard
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from faultline.ingest import reader
 from faultline.ingest.parse import lines_frame
@@ -31,12 +33,17 @@ def _expected(data: bytes) -> list[str]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([b"a", b"xyz", b"\n", b"\r\n", b"\n\n", b"\xff", b"\x00", b"\x1f", b"\xe2\x82\xac", b" "]),
-                max_size=60), st.integers(min_value=1, max_value=16))
+@given(
+    st.lists(
+        st.sampled_from([b"a", b"xyz", b"\n", b"\r\n", b"\n\n", b"\xff", b"\x00", b"\x1f", b"\xe2\x82\xac", b" "]),
+        max_size=60,
+    ),
+    st.integers(min_value=1, max_value=16),
+)
 def test_blocks_rebuild_every_line_exactly(pieces, block_size):
     data = b"".join(pieces)
     if b"\r" in data and b"\n" not in data:
-        data += b"\n"   # CR-only files are a separate mode, tested below
+        data += b"\n"  # CR-only files are a separate mode, tested below
     assert _lines(data, block_size) == _expected(data)
 
 
@@ -68,7 +75,7 @@ def test_truncated_gzip_keeps_what_was_readable(tmp_path):
 
 
 def test_decompression_is_bounded(tmp_path):
-    bomb = gzip.compress(b"\n" * (50 << 20))      # 50 MB of newlines in ~50 KB
+    bomb = gzip.compress(b"\n" * (50 << 20))  # 50 MB of newlines in ~50 KB
     p = tmp_path / "bomb.log.gz"
     p.write_bytes(bomb)
     stream, bounded, _ = reader.open_log(p, max_bytes=4 << 20, max_ratio=10)
@@ -83,6 +90,11 @@ def test_zstd_and_plain_read_the_same(tmp_path):
     out = []
     for name in ("a.log", "a.log.zst"):
         stream, _, _ = reader.open_log(tmp_path / name)
-        out.append([x for b in reader.iter_blocks(stream, reader.ReadStats(), block_size=777)
-                    for x in lines_frame(b)["raw"].to_list()])
+        out.append(
+            [
+                x
+                for b in reader.iter_blocks(stream, reader.ReadStats(), block_size=777)
+                for x in lines_frame(b)["raw"].to_list()
+            ]
+        )
     assert out[0] == out[1] and len(out[0]) == 5000

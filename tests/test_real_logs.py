@@ -1,4 +1,5 @@
 """Logs captured on a real H200 host (tests/fixtures/real): every line parsed, times agree."""
+
 import datetime as dt
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 warehouse of test_sql.py, whose landing folder carries hostile strings (script tags, an
 attribute breakout, ANSI escapes, a bidi override) in job names, users, log lines, node and
 rack names."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,22 +13,74 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_sql import ANSI, BIDI, HOSTILE_NODE, HOSTILE_RACK, IMG, SCRIPT, build_demo_warehouse
 
-from faultline.lake import queries as Q
 from faultline.commands.explain import explain
 from faultline.commands.export import export, label_value, prometheus_text
 from faultline.commands.report import report
+from faultline.lake import queries as Q
 from faultline.report import build_report, md_escape, render, sanitize, slug
 from faultline.report.data import load
 from faultline.report.renderer import MAX_BYTES, render_html
-from test_sql import ANSI, BIDI, HOSTILE_NODE, HOSTILE_RACK, IMG, SCRIPT, build_demo_warehouse
 
-SECTIONS = ["headline", "scoreboard", "causes", "timeline", "racks", "lemons", "failed-jobs", "signatures",
-            "data-quality", "postmortems"]
-ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "main", "footer", "nav", "a", "p", "h1",
-                "h2", "h3", "h4", "section", "div", "span", "table", "thead", "tbody", "tr", "th", "td", "svg", "line",
-                "text", "circle", "rect", "g", "ul", "li", "code", "pre", "b", "small", "br", "dl", "dt", "dd",
-                "article", "figure", "figcaption"}
+SECTIONS = [
+    "headline",
+    "scoreboard",
+    "causes",
+    "timeline",
+    "racks",
+    "lemons",
+    "failed-jobs",
+    "signatures",
+    "data-quality",
+    "postmortems",
+]
+ALLOWED_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "header",
+    "main",
+    "footer",
+    "nav",
+    "a",
+    "p",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "section",
+    "div",
+    "span",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "svg",
+    "line",
+    "text",
+    "circle",
+    "rect",
+    "g",
+    "ul",
+    "li",
+    "code",
+    "pre",
+    "b",
+    "small",
+    "br",
+    "dl",
+    "dt",
+    "dd",
+    "article",
+    "figure",
+    "figcaption",
+}
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +128,7 @@ def _parse(page: str) -> _Tags:
 
 # -- the HTML page -----------------------------------------------------------------------------
 
+
 def test_html_report_has_every_section_and_fits(html_report, wh):
     assert len(html_report.encode()) < MAX_BYTES
     tags = _parse(html_report)
@@ -86,7 +140,7 @@ def test_html_report_has_every_section_and_fits(html_report, wh):
     links = {v[1:] for t, a in tags.tags if t == "a" for k, v in a if k == "href" and v.startswith("#job-")}
     posts = {i for i in tags.ids if i.startswith("job-")}
     assert links and links == posts
-    assert "<svg" in html_report and "<circle" in html_report   # interval chart
+    assert "<svg" in html_report and "<circle" in html_report  # interval chart
     assert html_report.count('class="whisker') >= 2
 
 
@@ -115,8 +169,8 @@ def test_hostile_strings_render_as_escaped_text(html_report, demo):
     # node and rack names (heatmap) all carried the payload
     assert html_report.count("job&lt;script&gt;") >= 2 * len(info["jobs"])
     assert "name=&lt;script&gt;alert(1)&lt;/script&gt;" in html_report
-    assert "r&lt;script&gt;alert(1)&lt;/script&gt;" in html_report     # rack label in the heatmap
-    assert "id=\"racks-northwind-a1\"" in html_report
+    assert "r&lt;script&gt;alert(1)&lt;/script&gt;" in html_report  # rack label in the heatmap
+    assert 'id="racks-northwind-a1"' in html_report
 
 
 def test_report_for_an_earlier_date_and_bad_dates(wh, tmp_path):
@@ -125,7 +179,9 @@ def test_report_for_an_earlier_date_and_bad_dates(wh, tmp_path):
     assert f"faultline nightly report: {days[0].isoformat()}" in page
     with pytest.raises(Q.QueryError, match="not in the warehouse"):
         render(wh, day=days[-1] + dt.timedelta(days=30))
-    res = CliRunner().invoke(report, ["--warehouse", str(wh), "--out", str(tmp_path / "r.html"), "--date", "2001-01-01"])
+    res = CliRunner().invoke(
+        report, ["--warehouse", str(wh), "--out", str(tmp_path / "r.html"), "--date", "2001-01-01"]
+    )
     assert res.exit_code == 1 and "not in the warehouse" in res.output
     res = CliRunner().invoke(report, ["--warehouse", str(tmp_path / "none"), "--out", str(tmp_path / "r.html")])
     assert res.exit_code == 1 and "run `faultline run`" in res.output
@@ -139,7 +195,7 @@ def test_report_command_writes_html_and_markdown(wh, tmp_path):
     assert res.exit_code == 0 and (tmp_path / "r.md").read_text().startswith("## faultline nightly report")
     res = CliRunner().invoke(report, ["--warehouse", str(wh), "--out", str(tmp_path / "x.txt"), "--format", "md"])
     assert res.exit_code == 0 and (tmp_path / "x.txt").read_text().startswith("## ")
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]   # no temporary files left
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
 
 
 def test_page_is_capped_and_says_so(wh):
@@ -157,6 +213,7 @@ def test_page_is_capped_and_says_so(wh):
 
 # -- Markdown ----------------------------------------------------------------------------------
 
+
 def _unescaped_pipes(line: str) -> int:
     return len(re.findall(r"(?<!\\)\|", line))
 
@@ -170,29 +227,41 @@ def test_markdown_escapes_and_keeps_tables_intact(md_report):
     for i, line in enumerate(lines):
         if line.startswith("| ---") or line.startswith("| --- "):
             width = _unescaped_pipes(lines[i - 1])
-            for row in lines[i + 1:]:
+            for row in lines[i + 1 :]:
                 if not row.startswith("|"):
                     break
                 assert _unescaped_pipes(row) == width, row
-    for sid in ("The night in numbers", "Provider and cluster scoreboard", "Failures by category", "Lemon nodes",
-                "Bad racks", "Failed jobs of the night", "New unknown signatures", "Postmortems"):
+    for sid in (
+        "The night in numbers",
+        "Provider and cluster scoreboard",
+        "Failures by category",
+        "Lemon nodes",
+        "Bad racks",
+        "Failed jobs of the night",
+        "New unknown signatures",
+        "Postmortems",
+    ):
         assert sid in md_report
 
 
 # -- sanitize ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, clean", [
-    ("\x1b[31mred\x1b[0m", "red"),
-    ("\x1b[1;38;5;196mbold\x1b[m", "bold"),
-    ("\x1b]0;pwned title\x07after", "after"),
-    ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
-    ("\x9b31mc1", "c1"),
-    ("a\u202eb\u2066c\u2069d", "a[U+202E]b[U+2066]c[U+2069]d"),
-    ("bell\x07nul\x00", "bell\\x07nul\\x00"),
-    ("a lone escape at the end\x1b", "a lone escape at the end\\x1b"),
-    ("tab\tand\nnewline", "tab\tand\nnewline"),
-    (None, ""),
-])
+
+@pytest.mark.parametrize(
+    "raw, clean",
+    [
+        ("\x1b[31mred\x1b[0m", "red"),
+        ("\x1b[1;38;5;196mbold\x1b[m", "bold"),
+        ("\x1b]0;pwned title\x07after", "after"),
+        ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
+        ("\x9b31mc1", "c1"),
+        ("a\u202eb\u2066c\u2069d", "a[U+202E]b[U+2066]c[U+2069]d"),
+        ("bell\x07nul\x00", "bell\\x07nul\\x00"),
+        ("a lone escape at the end\x1b", "a lone escape at the end\\x1b"),
+        ("tab\tand\nnewline", "tab\tand\nnewline"),
+        (None, ""),
+    ],
+)
 def test_sanitize(raw, clean):
     assert sanitize(raw) == clean
 
@@ -205,6 +274,7 @@ def test_md_escape_and_slug():
 
 
 # -- explain -----------------------------------------------------------------------------------
+
 
 def test_explain_job(wh, demo):
     _, info = demo
@@ -245,8 +315,10 @@ def test_explain_node(wh, demo):
 
 # -- export prometheus -------------------------------------------------------------------------
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? '
-                     r'(-?[0-9.e+-]+|NaN|[+-]Inf)$')
+_SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? '
+    r"(-?[0-9.e+-]+|NaN|[+-]Inf)$"
+)
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
 
 
@@ -275,7 +347,9 @@ def test_export_prometheus(wh, tmp_path):
         labels = {k: _unescape(v) for k, v in _LABEL.findall(m.group(2) or "")}
         samples.setdefault(m.group(1), []).append({**labels, "_v": float(m.group(3))})
     fails = samples["faultline_failures_24h"]
-    by_level = {lvl: sum(s["_v"] for s in fails if s["level"] == lvl) for lvl in ("node", "rack", "cluster", "provider")}
+    by_level = {
+        lvl: sum(s["_v"] for s in fails if s["level"] == lvl) for lvl in ("node", "rack", "cluster", "provider")
+    }
     assert by_level["node"] == by_level["cluster"] == by_level["provider"] >= by_level["rack"]
     assert any(s.get("node") == sanitize(HOSTILE_NODE) for s in fails), "hostile node label round-trips"
     assert any(s.get("rack") == HOSTILE_RACK for s in fails if s["level"] == "rack")

@@ -2,6 +2,7 @@
 alone: schema, vocabulary, that every example is claimed by its own rule under first-match-wins,
 and that the real-format cases in fixtures/classify_cases.yaml resolve to what they state.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,24 +17,67 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
 CASES = Path(__file__).resolve().parent / "fixtures" / "classify_cases.yaml"
 
-GROUP_NAMES = {"gpu_pci", "gpu_uuid", "gpu_serial", "xid", "sxid", "caused_by_xid", "nccl_status",
-               "rank", "node", "job_id", "cuda_dev", "recovery_action"}
+GROUP_NAMES = {
+    "gpu_pci",
+    "gpu_uuid",
+    "gpu_serial",
+    "xid",
+    "sxid",
+    "caused_by_xid",
+    "nccl_status",
+    "rank",
+    "node",
+    "job_id",
+    "cuda_dev",
+    "recovery_action",
+}
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
-RULE_KEYS = {"id", "keywords", "pattern", "category", "severity", "action", "continues", "keep",
-             "examples", "family"}
-FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch",
-            "cuda", "slurm", "boot"}
+RULE_KEYS = {"id", "keywords", "pattern", "category", "severity", "action", "continues", "keep", "examples", "family"}
+FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch", "cuda", "slurm", "boot"}
 
 # The Xid table of shared/taxonomy.md: code -> the project's category.
 TAXONOMY_XIDS = {
-    8: "driver_firmware", 13: "user_app", 31: "user_app", 32: "gpu_hardware", 38: "driver_firmware",
-    43: "user_app", 44: "driver_firmware", 45: "user_app", 46: "gpu_hardware", 48: "gpu_memory",
-    54: "thermal_power", 61: "gpu_hardware", 62: "gpu_hardware", 63: "gpu_memory", 64: "gpu_memory",
-    68: "gpu_hardware", 69: "user_app", 74: "nvlink", 79: "gpu_bus_lost", 92: "gpu_memory",
-    94: "gpu_memory", 95: "gpu_memory", 109: "gpu_hardware", 110: "gpu_hardware", 119: "gpu_hardware",
-    120: "gpu_hardware", 121: "nvlink", 136: "nvlink", 137: "user_app", 140: "gpu_memory",
-    143: "gpu_hardware", 144: "nvlink", 145: "nvlink", 146: "nvlink", 147: "nvlink", 148: "nvlink",
-    149: "nvlink", 150: "nvlink", 154: "gpu_hardware", 155: "nvlink", 158: "gpu_hardware",
+    8: "driver_firmware",
+    13: "user_app",
+    31: "user_app",
+    32: "gpu_hardware",
+    38: "driver_firmware",
+    43: "user_app",
+    44: "driver_firmware",
+    45: "user_app",
+    46: "gpu_hardware",
+    48: "gpu_memory",
+    54: "thermal_power",
+    61: "gpu_hardware",
+    62: "gpu_hardware",
+    63: "gpu_memory",
+    64: "gpu_memory",
+    68: "gpu_hardware",
+    69: "user_app",
+    74: "nvlink",
+    79: "gpu_bus_lost",
+    92: "gpu_memory",
+    94: "gpu_memory",
+    95: "gpu_memory",
+    109: "gpu_hardware",
+    110: "gpu_hardware",
+    119: "gpu_hardware",
+    120: "gpu_hardware",
+    121: "nvlink",
+    136: "nvlink",
+    137: "user_app",
+    140: "gpu_memory",
+    143: "gpu_hardware",
+    144: "nvlink",
+    145: "nvlink",
+    146: "nvlink",
+    147: "nvlink",
+    148: "nvlink",
+    149: "nvlink",
+    150: "nvlink",
+    154: "gpu_hardware",
+    155: "nvlink",
+    158: "gpu_hardware",
 }
 NVLINK5_UNITS = {144: "SAW", 145: "RLW", 146: "TLW", 147: "TREX", 148: "NVLPW_CTRL", 149: "NETIR", 150: "MSE"}
 
@@ -53,8 +97,7 @@ def rule_files() -> tuple[tuple[str, dict], ...]:
 @lru_cache(maxsize=1)
 def ordered_rules() -> tuple[dict, ...]:
     """Every rule, first-match-wins order, with its file's family filled in."""
-    return tuple({**r, "family": r.get("family", data["family"])}
-                 for _, data in rule_files() for r in data["rules"])
+    return tuple({**r, "family": r.get("family", data["family"])} for _, data in rule_files() for r in data["rules"])
 
 
 def _rule_ids() -> list[str]:
@@ -179,14 +222,20 @@ def test_every_example_is_claimed_by_its_own_rule():
         owners += [i] * len(r["examples"])
         messages += r["examples"]
     rules = ordered_rules()
-    wrong = [(rules[o]["id"], msg, None if w is None else rules[w]["id"])
-             for o, msg, w in zip(owners, messages, first_match(messages)) if w != o]
+    wrong = [
+        (rules[o]["id"], msg, None if w is None else rules[w]["id"])
+        for o, msg, w in zip(owners, messages, first_match(messages))
+        if w != o
+    ]
     assert not wrong, "example -> (own rule, shadowed by):\n" + "\n".join(
-        f"  {own}: {msg!r} -> {by}" for own, msg, by in wrong)
+        f"  {own}: {msg!r} -> {by}" for own, msg, by in wrong
+    )
 
 
 def test_examples_carry_no_line_prefix():
-    stamp = re.compile(r"^(?:<\d>|\[\s*\d+\.\d+\]|\d+,\d+,\d+,|[A-Z][a-z]{2} [ \d]\d \d\d:|\d{4}-\d\d-\d\dT|\[rank\d+\]:|\[?[IWEF]\d{4} \d\d:)")
+    stamp = re.compile(
+        r"^(?:<\d>|\[\s*\d+\.\d+\]|\d+,\d+,\d+,|[A-Z][a-z]{2} [ \d]\d \d\d:|\d{4}-\d\d-\d\dT|\[rank\d+\]:|\[?[IWEF]\d{4} \d\d:)"
+    )
     bad = [(r["id"], e) for r in ordered_rules() for e in r["examples"] if stamp.match(e)]
     assert not bad
 
@@ -195,8 +244,9 @@ def test_examples_carry_no_line_prefix():
 
 
 def test_xid_catalog_columns_and_vocabulary():
-    assert (MODELS / "xid_catalog.csv").read_text().splitlines()[0] == \
-        "xid,name,meaning,category,severity,action,nvidia_action"
+    assert (MODELS / "xid_catalog.csv").read_text().splitlines()[
+        0
+    ] == "xid,name,meaning,category,severity,action,nvidia_action"
     cat = catalog()
     assert cat["xid"].n_unique() == cat.height
     assert cat.null_count().sum_horizontal().item() == 0
@@ -245,8 +295,14 @@ def test_error_words_shape():
 
 
 def test_error_words_do_not_fire_inside_common_benign_words():
-    healthy = ["using default config", "Successfully installed torch-2.5.1", "studied the room",
-               "zoom level set", "Started Session 12 of User alice.", "step 88200 loss 1.873"]
+    healthy = [
+        "using default config",
+        "Successfully installed torch-2.5.1",
+        "studied the room",
+        "zoom level set",
+        "Started Session 12 of User alice.",
+        "step 88200 loss 1.873",
+    ]
     variants = {v for w in error_words()["words"] for v in _variants(w)}
     hits = [(h, v) for h in healthy for v in variants if v in h]
     assert not hits
@@ -259,28 +315,41 @@ _TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"
 # One alternative per stamp shape of reference/log-formats.md (kernel, Slurm, fabric manager,
 # Python logging, glog). A line is: [rank label] [pdsh host, only before a stamp] [stamp]
 # [raw dmesg stamp inside a syslog line] message.
-_STAMPS = [re.compile(p) for p in (
-    r"\d{1,3},\d+,\d+,[^;]*;",                                                          # /dev/kmsg
-    r"(?:<\d{1,3}>)?\[\s*\d+\.\d+\]\s?",                                               # raw / printk
-    r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}\]\s?",              # dmesg -T
-    r"(?:[a-z]+\s*:[a-z]+\s*:\s)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d)?\s",  # dmesg iso, -x
-    rf"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?P<host>{_HOST})\s+{_TAG}\s?",  # rfc3339 / journald
-    rf"[A-Z][a-z]{{2}}\s+\d{{1,2}} \d\d:\d\d:\d\d\s+(?P<host>{_HOST})\s+{_TAG}\s?",    # BSD syslog
-    r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\]\s",                                  # slurmctld
-    r"\[[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d\]\s",                                # fabric manager
-    r"\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s",                              # python logging
-    r"\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?:\s+\d+)?\s+[\w.]+:\d+\]\s?",            # glog
-)]
+_STAMPS = [
+    re.compile(p)
+    for p in (
+        r"\d{1,3},\d+,\d+,[^;]*;",  # /dev/kmsg
+        r"(?:<\d{1,3}>)?\[\s*\d+\.\d+\]\s?",  # raw / printk
+        r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4}\]\s?",  # dmesg -T
+        r"(?:[a-z]+\s*:[a-z]+\s*:\s)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d)?\s",  # dmesg iso, -x
+        rf"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?P<host>{_HOST})\s+{_TAG}\s?",  # rfc3339 / journald
+        rf"[A-Z][a-z]{{2}}\s+\d{{1,2}} \d\d:\d\d:\d\d\s+(?P<host>{_HOST})\s+{_TAG}\s?",  # BSD syslog
+        r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\]\s",  # slurmctld
+        r"\[[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d\]\s",  # fabric manager
+        r"\[?\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?\]?\s",  # python logging
+        r"\[?[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?(?:\s+\d+)?\s+[\w.]+:\d+\]\s?",  # glog
+    )
+]
 _RANK_LABEL = re.compile(r"\[(?:rank|default)\d+\]:\s?")
 _PDSH = re.compile(rf"(?P<host>{_HOST}):\s+")
 _INNER_MONO = re.compile(r"\[\s*\d+\.\d+\]\s?")
 PREFIX_KINDS = {
-    "raw dmesg": r"^\[\s*\d+\.\d+\] ", "printk": r"^<\d>\[", "kmsg": r"^\d,\d+,\d+,[^;]*;",
-    "dmesg -T": r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} ", "dmesg iso": r"^\d{4}-\d\d-\d\dT[\d:]+,\d+\+",
-    "dmesg -x": r"^kern\s+:", "bsd syslog": r"^[A-Z][a-z]{2} \d\d \d\d:", "bsd padded day": r"^[A-Z][a-z]{2}  \d ",
-    "rfc3339": r"^\d{4}-\d\d-\d\dT[\d:]+\.\d+\+\d\d:\d\d \S+ ", "journald short-iso": r"^\d{4}-\d\d-\d\dT[\d:]+\+\d{4} ",
-    "pdsh": r"^node-[\w]+: (?!\S+:\d+:\d+ )", "rank label": r"^\[rank\d+\]:", "nccl": r"\S+:\d+:\d+ \[\d+\] ",
-    "glog": r"\[[EW]\d{4} ", "slurmctld": r"^\[\d{4}-\d\d-\d\dT", "fabric manager": r"^\[[A-Z][a-z]{2} \d+ \d{4} ",
+    "raw dmesg": r"^\[\s*\d+\.\d+\] ",
+    "printk": r"^<\d>\[",
+    "kmsg": r"^\d,\d+,\d+,[^;]*;",
+    "dmesg -T": r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} ",
+    "dmesg iso": r"^\d{4}-\d\d-\d\dT[\d:]+,\d+\+",
+    "dmesg -x": r"^kern\s+:",
+    "bsd syslog": r"^[A-Z][a-z]{2} \d\d \d\d:",
+    "bsd padded day": r"^[A-Z][a-z]{2}  \d ",
+    "rfc3339": r"^\d{4}-\d\d-\d\dT[\d:]+\.\d+\+\d\d:\d\d \S+ ",
+    "journald short-iso": r"^\d{4}-\d\d-\d\dT[\d:]+\+\d{4} ",
+    "pdsh": r"^node-[\w]+: (?!\S+:\d+:\d+ )",
+    "rank label": r"^\[rank\d+\]:",
+    "nccl": r"\S+:\d+:\d+ \[\d+\] ",
+    "glog": r"\[[EW]\d{4} ",
+    "slurmctld": r"^\[\d{4}-\d\d-\d\dT",
+    "fabric manager": r"^\[[A-Z][a-z]{2} \d+ \d{4} ",
 }
 EXPECT_KEYS = {"category", "family", "rule_id", "xid", "sxid", "gpu_pci", "node", "severity", "action"}
 
@@ -293,14 +362,14 @@ def strip_prefix(line: str) -> tuple[str | None, str]:
     """(host named by the prefix, message) of a line."""
     msg, host = line, None
     if m := _RANK_LABEL.match(msg):
-        msg = msg[m.end():]
-    if (m := _PDSH.match(msg)) and _stamp(msg[m.end():]):
-        host, msg = m["host"], msg[m.end():]
+        msg = msg[m.end() :]
+    if (m := _PDSH.match(msg)) and _stamp(msg[m.end() :]):
+        host, msg = m["host"], msg[m.end() :]
     if m := _stamp(msg):
         host = host or m.groupdict().get("host")
-        msg = msg[m.end():]
+        msg = msg[m.end() :]
     if m := _INNER_MONO.match(msg):
-        msg = msg[m.end():]
+        msg = msg[m.end() :]
     return host, msg
 
 
@@ -316,12 +385,26 @@ def resolve(line: str) -> dict:
     if idx is None:
         words = {v for w in error_words()["words"] for v in _variants(w)}
         err = any(w in msg for w in words) and not any(p in msg for p in error_words().get("benign_despite") or [])
-        return {"category": "unknown" if err else "benign", "rule_id": None, "node": host,
-                "severity": "warning" if err else "info", "action": "none", "_msg": msg}
+        return {
+            "category": "unknown" if err else "benign",
+            "rule_id": None,
+            "node": host,
+            "severity": "warning" if err else "info",
+            "action": "none",
+            "_msg": msg,
+        }
     r = ordered_rules()[idx]
     g = {k: v for k, v in groups_of(r["pattern"], msg).items() if v}
-    out = {"rule_id": r["id"], "family": r["family"], "category": r["category"], "severity": r.get("severity"),
-           "action": r.get("action"), "node": g.get("node") or host, "_msg": msg, "_rule": r}
+    out = {
+        "rule_id": r["id"],
+        "family": r["family"],
+        "category": r["category"],
+        "severity": r.get("severity"),
+        "action": r.get("action"),
+        "node": g.get("node") or host,
+        "_msg": msg,
+        "_rule": r,
+    }
     for k in ("xid", "sxid"):
         if k in g:
             out[k] = int(g[k])

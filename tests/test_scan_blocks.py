@@ -1,6 +1,7 @@
 """A file read in many blocks (scanned several at a time) gives exactly what one block gives,
 and small files scanned together give exactly what each scanned alone gives: the same
 events with the same line numbers, the same counts, in order."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -13,11 +14,15 @@ from faultline.ingest import parse, reader
 from faultline.ingest.parse import SourceContext, parse_file
 
 BENIGN = "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.000001] IPv6: ADDRCONF(NETDEV_CHANGE): veth{i}: link becomes ready"
-XID = ("Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334455] NVRM: Xid (PCI:0000:3b:00): 79, pid={i}, "
-       "name=python3, GPU has fallen off the bus.")
-WRAPPED = ("Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334460] NVRM: The NVIDIA GPU 0000:3b:00.0\n"
-           "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334461] NVRM: (PCI ID: 10de:2330) installed in this system has\n"
-           "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334462] NVRM: fallen off the bus and is not responding to commands.")
+XID = (
+    "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334455] NVRM: Xid (PCI:0000:3b:00): 79, pid={i}, "
+    "name=python3, GPU has fallen off the bus."
+)
+WRAPPED = (
+    "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334460] NVRM: The NVIDIA GPU 0000:3b:00.0\n"
+    "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334461] NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+    "Nov 24 {h:02d}:{m:02d}:{s:02d} node-a01 kernel: [ {t}.334462] NVRM: fallen off the bus and is not responding to commands."
+)
 
 
 def _log(path, n=4000):
@@ -33,14 +38,20 @@ def _log(path, n=4000):
 @pytest.mark.parametrize("full", [False, True])
 def test_many_small_blocks_give_the_same_events_and_line_numbers(tmp_path, monkeypatch, full):
     path = _log(tmp_path / "node-a01.log")
-    ctx = SourceContext(source="k/node-a01.log", kind="kernel", ref_date=dt.date(2026, 11, 24), node="node-a01", full=full)
-    monkeypatch.setattr(parse, "SMALL_FILE_BYTES", 0)   # the block scanner, not the small-file batch
+    ctx = SourceContext(
+        source="k/node-a01.log", kind="kernel", ref_date=dt.date(2026, 11, 24), node="node-a01", full=full
+    )
+    monkeypatch.setattr(parse, "SMALL_FILE_BYTES", 0)  # the block scanner, not the small-file batch
     whole = parse_file(path, ctx)
-    monkeypatch.setattr(reader, "BLOCK_SIZE", 4096)     # ~110 blocks, several in flight
+    monkeypatch.setattr(reader, "BLOCK_SIZE", 4096)  # ~110 blocks, several in flight
     blocks = parse_file(path, ctx)
     assert (blocks.lines_read, blocks.event_lines, blocks.benign, blocks.quarantined) == (
-        whole.lines_read, whole.event_lines, whole.benign, whole.quarantined)
-    assert whole.lines_read == 4000 + 2 * len(range(7, 4000, 331))    # the wrapped notice is 3 lines
+        whole.lines_read,
+        whole.event_lines,
+        whole.benign,
+        whole.quarantined,
+    )
+    assert whole.lines_read == 4000 + 2 * len(range(7, 4000, 331))  # the wrapped notice is 3 lines
     assert blocks.events.equals(whole.events)
     xid = blocks.events.filter(pl.col("xid") == 79)
     assert xid.height == len(range(5, 4000, 97))
@@ -67,7 +78,9 @@ def test_small_files_scanned_together_equal_each_scanned_alone(tmp_path, monkeyp
     (day / "kernel" / "node-cr.log").write_bytes(_log(tmp_path / "x.log", 50).read_bytes().replace(b"\n", b"\r"))
     (day / "kernel" / "node-gz.log.gz").write_bytes(gzip.compress(_log(tmp_path / "y.log", 300).read_bytes()))
     (day / "kernel" / "node-tail.log").write_bytes(_log(tmp_path / "z.log", 20).read_bytes().rstrip(b"\n"))
-    (day / "kernel" / "node-ctl.log").write_bytes(_log(tmp_path / "w.log", 20).read_bytes().replace(b"link", b"li\x07nk", 1))
+    (day / "kernel" / "node-ctl.log").write_bytes(
+        _log(tmp_path / "w.log", 20).read_bytes().replace(b"link", b"li\x07nk", 1)
+    )
     for job in ("torch_nccl.log", "torch_oom.log", "torch_assert.log"):
         d = day / "jobs" / job.split(".")[0].replace("torch_", "9")
         d.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
 """The nightly schedule and the landing sensor, evaluated with Dagster's test contexts."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,11 +10,11 @@ import dagster as dg
 import pytest
 from conftest import write
 
+from faultline.definitions import defs as load_defs
 from faultline.defs.partitions import clusters, dates
 from faultline.defs.resources import LandingResource
 from faultline.defs.schedules import nightly_ingest
 from faultline.defs.sensors import landing_sensor
-from faultline.definitions import defs as load_defs
 
 UTC = dt.timezone.utc
 
@@ -29,16 +30,21 @@ def repo():
 
 
 def _tick_schedule(instance, repo, landing, when: dt.datetime):
-    with dg.build_schedule_context(instance=instance, repository_def=repo, scheduled_execution_time=when,
-                                   resources={"landing": LandingResource(path=str(landing))}) as ctx:
+    with dg.build_schedule_context(
+        instance=instance,
+        repository_def=repo,
+        scheduled_execution_time=when,
+        resources={"landing": LandingResource(path=str(landing))},
+    ) as ctx:
         return nightly_ingest.evaluate_tick(ctx)
 
 
 def _tick(instance, repo, landing, cursor=None):
-    with dg.build_sensor_context(instance=instance, cursor=cursor, repository_def=repo,
-                                 resources={"landing": LandingResource(path=str(landing))}) as ctx:
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, repository_def=repo, resources={"landing": LandingResource(path=str(landing))}
+    ) as ctx:
         result = landing_sensor(ctx)
-    for req in result.dynamic_partitions_requests:          # what the daemon does with them
+    for req in result.dynamic_partitions_requests:  # what the daemon does with them
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     return result
 
@@ -54,8 +60,12 @@ def test_sensor_requests_new_and_changed_partitions_only(repo, landing):
         assert sorted(instance.get_dynamic_partitions(dates.name)) == ["2026-11-24", "2026-11-25"]
         assert sorted(instance.get_dynamic_partitions(clusters.name)) == ["bluepeak:west-2", "northwind:c1"]
         cursor = json.loads(first.cursor)
-        assert set(cursor) == {"bluepeak/west-2/2026-11-24", "northwind/c1/2026-11-24", "northwind/c1/2026-11-25",
-                               "inventory.csv"}
+        assert set(cursor) == {
+            "bluepeak/west-2/2026-11-24",
+            "northwind/c1/2026-11-24",
+            "northwind/c1/2026-11-25",
+            "inventory.csv",
+        }
         assert all(len(v) == 16 for v in cursor.values())
         assert all(r.job_name in (None, "ingest_job") and r.run_key for r in first.run_requests)
 
@@ -65,7 +75,7 @@ def test_sensor_requests_new_and_changed_partitions_only(repo, landing):
 
         log = landing / "northwind" / "c1" / "2026-11-25" / "kernel" / "node-a01.log"
         with open(log, "a") as f:
-            f.write("Nov 25 09:00:00 node-a01 kernel: [ 1.0] a late line\n")           # a changed file
+            f.write("Nov 25 09:00:00 node-a01 kernel: [ 1.0] a late line\n")  # a changed file
         write(landing / "northwind" / "c2" / "2026-11-26" / "kernel" / "n1.log", "x\n")  # a new cluster and day
         changed = _tick(instance, repo, landing, quiet.cursor)
         assert _keys(changed) == ["northwind:c1|2026-11-25", "northwind:c2|2026-11-26"]

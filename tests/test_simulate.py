@@ -1,4 +1,5 @@
 """End-to-end checks of the fleet simulator: layout, determinism, truth vs logs, real line shapes."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,47 +17,71 @@ from faultline.simulate import SCENARIOS, simulate
 UTC = dt.timezone.utc
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 DATE = r"\d{4}-\d\d-\d\d"
-ROOT_CATEGORIES = {"gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "driver_firmware", "user_app", "network",
-                   "host", "storage", "thermal_power", "collective_timeout"}
+ROOT_CATEGORIES = {
+    "gpu_bus_lost",
+    "gpu_memory",
+    "nvlink",
+    "gpu_hardware",
+    "driver_firmware",
+    "user_app",
+    "network",
+    "host",
+    "storage",
+    "thermal_power",
+    "collective_timeout",
+}
 
 # --- kernel-log prefixes of log-formats.md section 1 -------------------------------------------
 KERNEL_FORMATS = {
-    "syslog_mono": re.compile(r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d) (?P<host>[\w.-]+) "
-                              r"kernel: \[ *(?P<mono>\d+\.\d{6})\] (?P<msg>.*)$"),
-    "syslog": re.compile(r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d) (?P<host>[\w.-]+) "
-                         r"kernel: (?!\[ *\d+\.\d{6}\] )(?P<msg>.*)$"),
+    "syslog_mono": re.compile(
+        r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d) (?P<host>[\w.-]+) "
+        r"kernel: \[ *(?P<mono>\d+\.\d{6})\] (?P<msg>.*)$"
+    ),
+    "syslog": re.compile(
+        r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d) (?P<host>[\w.-]+) "
+        r"kernel: (?!\[ *\d+\.\d{6}\] )(?P<msg>.*)$"
+    ),
     "short_iso": re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\+0000 (?P<host>[\w.-]+) kernel: (?P<msg>.*)$"),
     "dmesg_T": re.compile(r"^\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\] (?P<msg>.*)$"),
     "dmesg_raw": re.compile(r"^\[ *(?P<mono>\d+\.\d{6})\] (?P<msg>.*)$"),
-    "rfc3339": re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.\d{6}\+00:00 (?P<host>[\w.-]+) kernel: (?P<msg>.*)$"),
+    "rfc3339": re.compile(
+        r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.\d{6}\+00:00 (?P<host>[\w.-]+) kernel: (?P<msg>.*)$"
+    ),
     "dmesg_iso": re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),\d{6}\+00:00 (?P<msg>.*)$"),
 }
-PATHS = [re.compile(p) for p in (
-    r"^inventory\.csv$",
-    r"^_truth/[a-z_]+\.(parquet|json)$",
-    rf"^[\w.-]+/[\w.-]+/{DATE}/kernel/[\w.-]+\.(log|log\.gz|boot)$",
-    rf"^[\w.-]+/[\w.-]+/{DATE}/slurm/(sacct\.txt|slurmctld\.log)$",
-    rf"^[\w.-]+/[\w.-]+/{DATE}/jobs/(?P<id>\d+(_\d+)?)/slurm-(?P=id)\.log$",
-    rf"^[\w.-]+/[\w.-]+/{DATE}/jobs/\d+(_\d+)?/flight_recorder/rank_\d+\.json$",
-)]
+PATHS = [
+    re.compile(p)
+    for p in (
+        r"^inventory\.csv$",
+        r"^_truth/[a-z_]+\.(parquet|json)$",
+        rf"^[\w.-]+/[\w.-]+/{DATE}/kernel/[\w.-]+\.(log|log\.gz|boot)$",
+        rf"^[\w.-]+/[\w.-]+/{DATE}/slurm/(sacct\.txt|slurmctld\.log)$",
+        rf"^[\w.-]+/[\w.-]+/{DATE}/jobs/(?P<id>\d+(_\d+)?)/slurm-(?P=id)\.log$",
+        rf"^[\w.-]+/[\w.-]+/{DATE}/jobs/\d+(_\d+)?/flight_recorder/rank_\d+\.json$",
+    )
+]
 SACCT_HEADER = "JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason"
 HOSTLIST = re.compile(r"^([\w.-]+(\[\d+(-\d+)?(,\d+(-\d+)?)*\])?)(,[\w.-]+(\[\d+(-\d+)?(,\d+(-\d+)?)*\])?)*$")
-JOB_LINE = re.compile("|".join((
-    r"^[\w.-]+:\d+:\d+ \[\d\] (\S+\.cc:\d+ )?NCCL (INFO|WARN) ",                     # NCCL
-    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO ",                                   # python logging
-    r"^\[rank\d+\]:\[E(\d{4} \d\d:\d\d:\d\d\.\d{9})? ProcessGroupNCCL\.cpp:\d+\] ",  # c10d, torch >= 2.3
-    r"^\[E ProcessGroupNCCL\.cpp:\d+\] ",                                             # c10d, torch 2.1
-    r"^[EWI]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ torch/distributed/",                      # torchrun, glog
-    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] torch\.distributed\.",                 # torchrun, logging
-    r"^(\[rank\d+\]: )?(Traceback|  File |    |[\w.]+(Error|Exception|Interrupt)\b)",  # tracebacks
-    r"^(terminate called|  what\(\): |Exception raised from |frame #\d+: )",
-    r"^(srun: |slurmstepd: error: )",
-    r"^(torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError: |={60}|-{60}|train\.py FAILED|"
-    r"Failures:|  <NO_OTHER_FAILURES>|Root Cause \(first observed failure\):|\[0\]:|  (time|host|rank|exitcode|"
-    r"error_file|traceback) *: )",
-    r"^(CUDA kernel errors|For debugging consider|Compile with `TORCH_USE_CUDA_DSA`|ncclRemoteError: |Last error:|"
-    r"NET/IB : |\.\./aten/src/ATen/native/cuda/\w+\.cu:\d+: )",
-)))
+JOB_LINE = re.compile(
+    "|".join(
+        (
+            r"^[\w.-]+:\d+:\d+ \[\d\] (\S+\.cc:\d+ )?NCCL (INFO|WARN) ",  # NCCL
+            r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO ",  # python logging
+            r"^\[rank\d+\]:\[E(\d{4} \d\d:\d\d:\d\d\.\d{9})? ProcessGroupNCCL\.cpp:\d+\] ",  # c10d, torch >= 2.3
+            r"^\[E ProcessGroupNCCL\.cpp:\d+\] ",  # c10d, torch 2.1
+            r"^[EWI]\d{4} \d\d:\d\d:\d\d\.\d{6} \d+ torch/distributed/",  # torchrun, glog
+            r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] torch\.distributed\.",  # torchrun, logging
+            r"^(\[rank\d+\]: )?(Traceback|  File |    |[\w.]+(Error|Exception|Interrupt)\b)",  # tracebacks
+            r"^(terminate called|  what\(\): |Exception raised from |frame #\d+: )",
+            r"^(srun: |slurmstepd: error: )",
+            r"^(torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError: |={60}|-{60}|train\.py FAILED|"
+            r"Failures:|  <NO_OTHER_FAILURES>|Root Cause \(first observed failure\):|\[0\]:|  (time|host|rank|exitcode|"
+            r"error_file|traceback) *: )",
+            r"^(CUDA kernel errors|For debugging consider|Compile with `TORCH_USE_CUDA_DSA`|ncclRemoteError: |Last error:|"
+            r"NET/IB : |\.\./aten/src/ATen/native/cuda/\w+\.cu:\d+: )",
+        )
+    )
+)
 JOB_PREFIX = re.compile(r"^(\d+: |\[default\d\]:)")
 RANK_PREFIX = re.compile(r"^\[rank\d+\]: ")  # torch >= 2.4 prefixes a rank's uncaught exception lines
 
@@ -125,8 +150,10 @@ def demo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def truth(demo):
     root, _ = demo
-    return {n: pl.read_parquet(root / "_truth" / f"{n}.parquet")
-            for n in ("jobs", "faults", "lemons", "bad_racks", "rates", "skew", "maintenance", "missing_logs", "boots")}
+    return {
+        n: pl.read_parquet(root / "_truth" / f"{n}.parquet")
+        for n in ("jobs", "faults", "lemons", "bad_racks", "rates", "skew", "maintenance", "missing_logs", "boots")
+    }
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -134,6 +161,7 @@ def digest(root: Path) -> dict[str, str]:
 
 
 # --- API ---------------------------------------------------------------------------------------
+
 
 def test_scenarios_and_summary(demo):
     assert {"demo", "lottery", "scale"} <= set(SCENARIOS)
@@ -167,6 +195,7 @@ def test_a_fleet_day_without_a_single_fault_still_simulates(tmp_path):
 
 # --- determinism -------------------------------------------------------------------------------
 
+
 def test_warm_start_is_deterministic_and_starts_mid_run(tmp_path_factory):
     a, _ = run(tmp_path_factory, "warm_a", scenario="scale", nodes=40, seed=3)
     b, _ = run(tmp_path_factory, "warm_b", scenario="scale", nodes=40, seed=3)
@@ -193,6 +222,7 @@ def test_same_seed_same_bytes_other_seed_differs(demo, tmp_path_factory):
 
 
 # --- layout ------------------------------------------------------------------------------------
+
 
 def test_layout_matches_landing_contract(demo):
     root, _ = demo
@@ -227,6 +257,7 @@ def test_gzip_is_deterministic(demo):
 
 # --- kernel logs -------------------------------------------------------------------------------
 
+
 def test_every_kernel_line_has_a_real_prefix_and_clusters_differ(demo):
     root, _ = demo
     per_cluster: dict[str, set[str]] = {}
@@ -236,13 +267,13 @@ def test_every_kernel_line_has_a_real_prefix_and_clusters_differ(demo):
             assert lines, p
             per_cluster.setdefault(p.parts[-4], set()).add(kernel_variant(lines))
     assert all(len(v) == 1 for v in per_cluster.values()), per_cluster  # one convention per cluster
-    assert set().union(*per_cluster.values()) == set(KERNEL_FORMATS)   # demo shows all seven
+    assert set().union(*per_cluster.values()) == set(KERNEL_FORMATS)  # demo shows all seven
 
 
 def test_kernel_lines_are_in_time_order_and_inside_the_day(demo, truth):
     root, _ = demo
     skew = {r["node"]: r["skew_s"] for r in truth["skew"].iter_rows(named=True)}
-    for p in files_of(root)[:: 7]:
+    for p in files_of(root)[::7]:
         if p.parent.name != "kernel" or ".log" not in p.name:
             continue
         node = p.name.split(".log")[0]
@@ -251,7 +282,9 @@ def test_kernel_lines_are_in_time_order_and_inside_the_day(demo, truth):
         assert times == sorted(times), p
         start = dt.datetime.combine(dt.date.fromisoformat(p.parent.parent.name), dt.time(), UTC)
         shift = dt.timedelta(seconds=skew.get(node, 0.0))
-        assert start + shift - dt.timedelta(seconds=1) <= times[0] and times[-1] < start + shift + dt.timedelta(days=1, seconds=1)
+        assert start + shift - dt.timedelta(seconds=1) <= times[0] and times[-1] < start + shift + dt.timedelta(
+            days=1, seconds=1
+        )
 
 
 def test_gpu_identity_lines_at_boot(demo, truth):
@@ -264,7 +297,10 @@ def test_gpu_identity_lines_at_boot(demo, truth):
     ident = [i for i, m in enumerate(msgs) if m.startswith("NVRM: GPU at PCI:")]
     assert len(ident) == 8
     for i in ident:
-        assert re.match(r"^NVRM: GPU at PCI:0000:[0-9a-f]{2}:00: GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", msgs[i])
+        assert re.match(
+            r"^NVRM: GPU at PCI:0000:[0-9a-f]{2}:00: GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            msgs[i],
+        )
         assert re.match(r"^NVRM: GPU Board Serial Number: \d{13}$", msgs[i + 1])
     assert any(m.startswith("NVRM: loading NVIDIA UNIX") for m in msgs)
 
@@ -323,8 +359,11 @@ def test_bad_rack_flaps_are_correlated_and_lemons_fail_repeatedly(truth):
         assert (ep["time"].max() - ep["time"].min()) <= dt.timedelta(minutes=4)
     # a lemon fails far more often than an average node of its cluster
     lem = lemons.row(0, named=True)
-    per_node = faults.filter((pl.col("cluster") == lem["cluster"]) & (pl.col("origin") == "infra")
-                             & ~pl.col("bad_rack")).group_by("node").len()
+    per_node = (
+        faults.filter((pl.col("cluster") == lem["cluster"]) & (pl.col("origin") == "infra") & ~pl.col("bad_rack"))
+        .group_by("node")
+        .len()
+    )
     lemon_count = per_node.filter(pl.col("node") == lem["node"])["len"].sum()
     others = per_node.filter(pl.col("node") != lem["node"])["len"].sum() / max(1, 13)
     assert lemon_count >= 2 and lemon_count > 3 * others
@@ -334,8 +373,11 @@ def test_lemons_say_whether_they_manifested(truth):
     """``n_logged_faults``: the lemon's own faults whose key line reached the logs; it has
     manifested at 3 or more (TRUTH.md, "Which lemons count")."""
     lem, faults = truth["lemons"], truth["faults"]
-    own = faults.filter(pl.col("source") == "lemon").group_by("node").agg(
-        n=pl.len(), logged=pl.col("logged").sum().cast(pl.Int64))
+    own = (
+        faults.filter(pl.col("source") == "lemon")
+        .group_by("node")
+        .agg(n=pl.len(), logged=pl.col("logged").sum().cast(pl.Int64))
+    )
     got = lem.join(own, on="node", how="left").with_columns(pl.col("n", "logged").fill_null(0))
     assert got["n_faults"].to_list() == got["n"].to_list()
     assert got["n_logged_faults"].to_list() == got["logged"].to_list()
@@ -348,9 +390,17 @@ def test_desync_report_comes_from_the_lowest_rank_that_timed_out(tmp_path):
     so a job whose rank 0 never joined still names it (seed 2 has such a job)."""
     root = tmp_path / "landing"
     simulate(root, scenario="demo", nodes=16, days=3, seed=2, noise=1000)
-    jobs = pl.read_parquet(root / "_truth" / "jobs.parquet").filter(
-        (pl.col("failure_kind") == "desync") & pl.col("has_log")).sort("job_id")
-    assert jobs.select("job_id", "culprit_rank").rows() == [("107374", 9), ("107389_5", 0), ("214581", 7), ("318094", 2)]
+    jobs = (
+        pl.read_parquet(root / "_truth" / "jobs.parquet")
+        .filter((pl.col("failure_kind") == "desync") & pl.col("has_log"))
+        .sort("job_id")
+    )
+    assert jobs.select("job_id", "culprit_rank").rows() == [
+        ("107374", 9),
+        ("107389_5", 0),
+        ("214581", 7),
+        ("318094", 2),
+    ]
     for j in jobs.iter_rows(named=True):
         reports = [x for x in job_log(root, j) if "Desync debugging" in x]
         reporter = 1 if j["culprit_rank"] == 0 else 0
@@ -369,8 +419,11 @@ def test_skew_shifts_logged_times(truth):
 def test_every_boot_banner_is_at_its_logged_time(demo, truth):
     """Every node boots in the demo, skewed ones included: the banner carries the node's own clock."""
     root, _ = demo
-    boots = truth["boots"].filter(pl.col("day").is_not_null()).join(
-        truth["missing_logs"], on=["provider", "cluster", "node", "day"], how="anti")
+    boots = (
+        truth["boots"]
+        .filter(pl.col("day").is_not_null())
+        .join(truth["missing_logs"], on=["provider", "cluster", "node", "day"], how="anti")
+    )
     skewed = set(truth["skew"]["node"].to_list())
     assert skewed <= set(boots["node"].to_list())
     assert {"first", "maintenance"} <= set(boots["reason"].to_list())
@@ -386,9 +439,10 @@ def test_every_boot_banner_is_at_its_logged_time(demo, truth):
 
 # --- jobs --------------------------------------------------------------------------------------
 
+
 def sacct_rows(root: Path) -> dict[str, list[str]]:
     rows = {}
-    for p in root.glob(f"*/*/*/slurm/sacct.txt"):
+    for p in root.glob("*/*/*/slurm/sacct.txt"):
         lines = p.read_text().splitlines()
         assert lines[0] == SACCT_HEADER
         for line in lines[1:]:
@@ -414,20 +468,19 @@ def test_sacct_rows_and_steps(demo, truth):
             assert f"{j['cluster']}:{j['job_id']}{step}" in rows
     states = set(jobs["state"].str.split(" ").list.first().to_list())
     assert {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "PREEMPTED"} <= states
-    assert jobs["job_id"].str.contains("_").any()                       # array jobs
-    assert any("[" in r[4] for r in rows.values())                       # compressed node lists
+    assert jobs["job_id"].str.contains("_").any()  # array jobs
+    assert any("[" in r[4] for r in rows.values())  # compressed node lists
     assert jobs.filter(pl.col("state").str.starts_with("CANCELLED"))["state"].str.contains(r"^CANCELLED by \d+$").all()
 
 
 def test_job_mix_is_mostly_completed_and_mostly_user_failures(truth):
     jobs = truth["jobs"]
-    share = jobs.group_by(pl.col("state").str.split(" ").list.first()).len().with_columns(
-        pl.col("len") / jobs.height)
+    share = jobs.group_by(pl.col("state").str.split(" ").list.first()).len().with_columns(pl.col("len") / jobs.height)
     frac = dict(share.iter_rows())
     assert 0.45 <= frac["COMPLETED"] <= 0.75
     failed = jobs.filter(pl.col("root_cause").is_not_null() & (pl.col("root_cause") != "scheduler"))
     user = failed.filter(pl.col("root_cause") == "user_app")
-    assert user.height > 0.6 * failed.height                             # most failures are the user's
+    assert user.height > 0.6 * failed.height  # most failures are the user's
     infra = failed.filter(pl.col("root_cause") != "user_app")
     assert infra.height >= 5
     # ... but infrastructure failures hit bigger jobs (Acme: 11% of failed jobs, 82% of GPU time)
@@ -436,7 +489,9 @@ def test_job_mix_is_mostly_completed_and_mostly_user_failures(truth):
 
 
 def job_log(root: Path, j: dict) -> list[str]:
-    text = (root / j["provider"] / j["cluster"] / j["log_day"] / "jobs" / j["job_id"] / f"slurm-{j['job_id']}.log").read_text()
+    text = (
+        root / j["provider"] / j["cluster"] / j["log_day"] / "jobs" / j["job_id"] / f"slurm-{j['job_id']}.log"
+    ).read_text()
     return [JOB_PREFIX.sub("", x, count=1) for x in text.splitlines()]
 
 
@@ -451,22 +506,25 @@ CULPRIT_ERROR = {
 }
 EFFECT_ERROR = {
     "cuda": r"RuntimeError: CUDA error: (uncorrectable ECC error encountered|unspecified launch failure|"
-            r"uncorrectable NVLink error detected during the execution)",
+    r"uncorrectable NVLink error detected during the execution)",
     "nccl_ib": r"NCCL WARN NET/IB : Got completion from peer [\d.]+<\d+> with status=12 ",
     "io": r"OSError: \[Errno \d+\] ",
     "oom_kill": r"exitcode  : -9 \(pid: \d+\)",
 }
-WATCHDOG = re.compile(r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, "
-                      r"OpType=\w+, NumelIn=\d+, NumelOut=\d+, Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
+WATCHDOG = re.compile(
+    r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, "
+    r"OpType=\w+, NumelIn=\d+, NumelOut=\d+, Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds"
+)
 
 
 def test_failed_job_cascades(demo, truth):
     from faultline.simulate import catalog
+
     root, _ = demo
     jobs, faults = truth["jobs"], truth["faults"]
     effect = {k.name: k.effect for k in catalog.KINDS}
     failed = jobs.filter(pl.col("state").str.split(" ").list.first().is_in(["FAILED", "OUT_OF_MEMORY", "NODE_FAIL"]))
-    assert failed["has_log"].all()                                       # every failed job has its stdout
+    assert failed["has_log"].all()  # every failed job has its stdout
     seen = set()
     for j in failed.iter_rows(named=True):
         lines = job_log(root, j)
@@ -526,9 +584,15 @@ def test_job_log_lines_use_the_real_shapes(demo, truth):
                 bad.append(line)
     assert not bad, bad[:5]
     joined = "\n".join(p.read_text() for p in logs[::3])
-    for shape in (r"NCCL INFO NCCL version 2\.\d+\.\d+\+cuda\d+\.\d", r"NCCL INFO Channel 00/32 :", r"Init COMPLETE",
-                  r"\d,\d{3} INFO step \d+ loss \d", r"\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d{9} ProcessGroupNCCL\.cpp:\d+\]",
-                  r"(?m)^\d+: ", r"(?m)^\[default\d\]:"):
+    for shape in (
+        r"NCCL INFO NCCL version 2\.\d+\.\d+\+cuda\d+\.\d",
+        r"NCCL INFO Channel 00/32 :",
+        r"Init COMPLETE",
+        r"\d,\d{3} INFO step \d+ loss \d",
+        r"\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d{9} ProcessGroupNCCL\.cpp:\d+\]",
+        r"(?m)^\d+: ",
+        r"(?m)^\[default\d\]:",
+    ):
         assert re.search(shape, joined), shape
 
 
@@ -546,16 +610,18 @@ def test_flight_recorder_dumps_point_at_the_culprit(demo, truth):
             st = doc["pg_status"]["0"]
             assert {"last_enqueued_collective", "last_started_collective", "last_completed_collective"} <= set(st)
             e = doc["entries"][-1]
-            assert {"collective_seq_id", "profiling_name", "state", "time_created_ns", "input_sizes", "frames"} <= set(e)
+            assert {"collective_seq_id", "profiling_name", "state", "time_created_ns", "input_sizes", "frames"} <= set(
+                e
+            )
         last = {r: doc["pg_status"]["0"]["last_enqueued_collective"] for r, doc in docs.items()}
         odd = {r for r, v in last.items() if v != max(last.values())}
         kinds.add(j["failure_kind"])
-        if j["failure_kind"] == "nccl_hang":   # stuck inside the collective: it joined like every rank
+        if j["failure_kind"] == "nccl_hang":  # stuck inside the collective: it joined like every rank
             assert odd == set()
-        elif j["culprit_rank"] is not None:    # died, or went elsewhere (desync), before it got there
+        elif j["culprit_rank"] is not None:  # died, or went elsewhere (desync), before it got there
             assert odd == {j["culprit_rank"]}
         else:
-            assert len(odd) == 8                                          # a whole node hung
+            assert len(odd) == 8  # a whole node hung
     assert {"nccl_hang", "desync", "xid79"} <= kinds
 
 
@@ -563,9 +629,11 @@ def test_slurmctld_lines(demo, truth):
     root, _ = demo
     ctld = sorted(root.glob("*/*/*/slurm/slurmctld.log"))
     assert ctld
-    rx = re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] (sched: Allocate JobId=|_job_complete: JobId=|"
-                    r"Time limit exhausted for JobId=|_slurm_rpc_kill_job: REQUEST_KILL_JOB JobId=|"
-                    r"error: Nodes [\w.-]+ not responding, setting DOWN|Killing JobId=|update_node: node [\w.-]+ )")
+    rx = re.compile(
+        r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] (sched: Allocate JobId=|_job_complete: JobId=|"
+        r"Time limit exhausted for JobId=|_slurm_rpc_kill_job: REQUEST_KILL_JOB JobId=|"
+        r"error: Nodes [\w.-]+ not responding, setting DOWN|Killing JobId=|update_node: node [\w.-]+ )"
+    )
     text = [x for p in ctld for x in p.read_text().splitlines()]
     assert all(rx.match(x) for x in text)
     assert any("not responding, setting DOWN" in x for x in text) == truth["jobs"]["state"].eq("NODE_FAIL").any()

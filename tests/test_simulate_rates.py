@@ -1,16 +1,15 @@
 """Fault rates: generated counts agree with the truth rates within Poisson error; providers differ."""
+
 from __future__ import annotations
 
 import datetime as dt
 import gzip
 import math
 
-import numpy as np
 import polars as pl
 import pytest
 
-from faultline.simulate import SCENARIOS, simulate
-from faultline.simulate import downtime, faults
+from faultline.simulate import SCENARIOS, downtime, faults, simulate
 from faultline.simulate.fleet import build_fleet
 
 
@@ -26,13 +25,22 @@ def test_fault_process_matches_its_rates_on_a_large_fleet():
     boot0 = downtime.first_boots(fleet.n_nodes, t0, 3)
     maint = downtime.plan_maintenance(fleet.nodes, t0, scn.days, 3)
     lemons = faults.choose_lemons(fleet, scn, 3)
-    f, expect = faults.sample_faults(fleet, scn, boot0 + 10 * downtime.MIN, end, maint, lemons,
-                                     faults.choose_bad_racks(fleet, scn, 3), 3)
+    f, expect = faults.sample_faults(
+        fleet, scn, boot0 + 10 * downtime.MIN, end, maint, lemons, faults.choose_bad_racks(fleet, scn, 3), 3
+    )
     exp_node = expect["rate"] / 1000 * expect["exposure_days"] + expect["lemon_expected"]
-    per = fleet.nodes.select("provider").with_columns(exp=pl.Series(exp_node)).group_by("provider").agg(
-        pl.col("exp").sum())
-    got = (f.filter(pl.col("source").is_in(["independent", "lemon"])).join(fleet.nodes, on="node_idx")
-           .group_by("provider").len())
+    per = (
+        fleet.nodes.select("provider")
+        .with_columns(exp=pl.Series(exp_node))
+        .group_by("provider")
+        .agg(pl.col("exp").sum())
+    )
+    got = (
+        f.filter(pl.col("source").is_in(["independent", "lemon"]))
+        .join(fleet.nodes, on="node_idx")
+        .group_by("provider")
+        .len()
+    )
     both = per.join(got, on="provider", how="left").fill_null(0)
     assert both.height == scn.providers
     for prov, exp, obs in both.iter_rows():
@@ -77,14 +85,15 @@ def test_truth_rates_match_observed_faults(long_run):
     assert lemon_exp > 20
     assert within_poisson(indep.filter(pl.col("source") == "independent").height, base_exp)
     assert within_poisson(indep.filter(pl.col("source") == "lemon").height, lemon_exp)
-    assert within_poisson(infra.filter(pl.col("source") == "bad_rack").height / 4.5,
-                          fleet["expected_bad_rack_faults"] / 4.5)
+    assert within_poisson(
+        infra.filter(pl.col("source") == "bad_rack").height / 4.5, fleet["expected_bad_rack_faults"] / 4.5
+    )
     # the lottery: the worst provider's true rate is several times the best's, and it shows
     order = prov.sort("base_rate_per_1k")
     best, worst = order.row(0, named=True), order.row(-1, named=True)
     assert worst["base_rate_per_1k"] > 4 * best["base_rate_per_1k"]
     assert worst["observed_per_1k"] > best["observed_per_1k"]
-    assert 2 <= fleet["base_rate_per_1k"] <= 12                         # research-cluster range
+    assert 2 <= fleet["base_rate_per_1k"] <= 12  # research-cluster range
     assert fleet["faults"] == prov["faults"].sum() == rates.filter(pl.col("level") == "cluster")["faults"].sum()
 
 
@@ -93,7 +102,8 @@ def test_truth_interruption_rate_is_per_calendar_node_day_without_idle_nccl_hang
     root, _ = long_run
     rates = pl.read_parquet(root / "_truth" / "rates.parquet")
     ft = pl.read_parquet(root / "_truth" / "faults.parquet").filter(
-        (pl.col("origin") == "infra") & pl.col("source").is_in(["independent", "lemon"]))
+        (pl.col("origin") == "infra") & pl.col("source").is_in(["independent", "lemon"])
+    )
     idle_hang = (pl.col("kind") == "nccl_hang") & pl.col("affected_job_id").is_null()
     for r in rates.iter_rows(named=True):
         mine = ft if r["level"] == "fleet" else ft.filter(pl.col("provider") == r["provider"])
@@ -102,7 +112,8 @@ def test_truth_interruption_rate_is_per_calendar_node_day_without_idle_nccl_hang
         assert r["interruptions"] == mine.height - mine.filter(idle_hang).height
         assert r["calendar_node_days"] == r["nodes"] * 45
         assert r["interruption_rate_per_1k"] == pytest.approx(
-            r["expected_interruptions"] / r["calendar_node_days"] * 1000, abs=1e-3)  # both rounded
+            r["expected_interruptions"] / r["calendar_node_days"] * 1000, abs=1e-3
+        )  # both rounded
         # only NCCL hangs on idle time leave the expectation: at most their whole share of it
         assert r["expected_faults"] * (1 - 7 / 410) - 1e-3 <= r["expected_interruptions"] <= r["expected_faults"]
     fleet = rates.filter(pl.col("level") == "fleet").row(0, named=True)

@@ -1,10 +1,10 @@
 """Small pieces of the simulator: host lists, prefixes, bursts, drains around reboots."""
+
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
-from faultline.simulate import catalog, formats, kernel, slurm
+from faultline.simulate import catalog, formats, kernel
 from faultline.simulate.templates import expand, render
 
 S = 1_000_000
@@ -27,8 +27,10 @@ def test_kernel_prefixes_of_every_convention():
 
 def test_templates_render_columns_and_time_tokens():
     df = pl.DataFrame({"t": [T], "eseq": [3], "gpu_pci": ["0000:3a:00"], "rank": [3]})
-    assert df.select(render("NVRM: Xid (PCI:{gpu_pci}): 79, Data {0x1, 0x2}")).item() == \
-        "NVRM: Xid (PCI:0000:3a:00): 79, Data {0x1, 0x2}"
+    assert (
+        df.select(render("NVRM: Xid (PCI:{gpu_pci}): 79, Data {0x1, 0x2}")).item()
+        == "NVRM: Xid (PCI:0000:3a:00): 79, Data {0x1, 0x2}"
+    )
     assert df.select(render("[rank{rank}]:[E{glog} X]")).item() == "[rank3]:[E1104 03:24:07.123456000 X]"
     rows = expand(df, [(0, "a {rank}"), (5, "b")], [])
     assert rows["t"].to_list() == [T, T + 5] and rows["msg"].to_list() == ["a 3", "b"]
@@ -36,18 +38,42 @@ def test_templates_render_columns_and_time_tokens():
 
 
 def test_xid95_burst_repeats_one_line_within_minutes():
-    ev = pl.DataFrame({"node_idx": [0], "t": [T], "kind": ["xid95"], "event_no": [0], "reps": [2500],
-                       "period_us": [40_000], "gpu_pci": ["0000:9a:00"], "pidname": ["pid=20412, name=python3"]})
+    ev = pl.DataFrame(
+        {
+            "node_idx": [0],
+            "t": [T],
+            "kind": ["xid95"],
+            "event_no": [0],
+            "reps": [2500],
+            "period_us": [40_000],
+            "gpu_pci": ["0000:9a:00"],
+            "pidname": ["pid=20412, name=python3"],
+        }
+    )
     rows = kernel.event_rows(ev)
     assert rows.height == 2500 and rows["msg"].n_unique() == 1
-    assert rows["msg"][0] == "NVRM: Xid (PCI:0000:9a:00): 95, pid=20412, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No"
+    assert (
+        rows["msg"][0]
+        == "NVRM: Xid (PCI:0000:9a:00): 95, pid=20412, name=python3, Uncontained: FBHUB. RST: Yes, D-RST: No"
+    )
     span = (rows["t"].max() - rows["t"].min()) / S
     assert 60 < span < 200 and rows["seq"].n_unique() == 2500
 
 
 def test_catalog_is_consistent():
-    cats = {"gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "driver_firmware", "user_app", "network", "host",
-            "storage", "thermal_power", "collective_timeout"}
+    cats = {
+        "gpu_bus_lost",
+        "gpu_memory",
+        "nvlink",
+        "gpu_hardware",
+        "driver_firmware",
+        "user_app",
+        "network",
+        "host",
+        "storage",
+        "thermal_power",
+        "collective_timeout",
+    }
     assert {k.category for k in catalog.KINDS} == cats
     for k in catalog.KINDS:
         assert k.key_line < max(1, len(k.lines)), k.name

@@ -220,27 +220,186 @@ def test_sacct_accounting(parsed):
 
 def test_sacct_jobs_rows(parsed):
     cols = [
-        "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name",
-        "user", "partition", "nodelist", "nodes", "n_nodes", "gpus", "state", "cancelled_by",
-        "exit_code", "signal", "reason", "line_no",
+        "job_id",
+        "array_job_id",
+        "array_task_id",
+        "het_job_id",
+        "het_job_offset",
+        "job_name",
+        "user",
+        "partition",
+        "nodelist",
+        "nodes",
+        "n_nodes",
+        "gpus",
+        "state",
+        "cancelled_by",
+        "exit_code",
+        "signal",
+        "reason",
+        "line_no",
     ]
     assert parsed.jobs.select(cols).rows() == [
-        ("12345", None, None, None, None, "pretrain-7b", "alice", "gpu", "node-[001-004,017]",
-         ["node-001", "node-002", "node-003", "node-004", "node-017"], 5, 40, "NODE_FAIL", None, 0, 0, None, 2),
-        ("22000_[5-8%2]", "22000", None, None, None, "sweep", "bob", "gpu", "None assigned",
-         [], 1, None, "PENDING", None, 0, 0, "JobArrayTaskLimit", 7),
-        ("22000_7", "22000", 7, None, None, "sweep", "bob", "gpu", "gpu-b[7-8]",
-         ["gpu-b7", "gpu-b8"], 2, 2, "TIMEOUT", None, 0, 0, None, 8),
-        ("30000+0", None, None, "30000", 0, "hetjob", "carol", "gpu", "r1-n[01-02]",
-         ["r1-n01", "r1-n02"], 2, 16, "COMPLETED", None, 0, 0, None, 10),
-        ("30000+1", None, None, "30000", 1, "hetjob", "carol", "cpu", "r2-n01",
-         ["r2-n01"], 1, None, "COMPLETED", None, 0, 0, None, 11),
-        ("40000", None, None, None, None, "interactive", "dave", "gpu", "r[1-2]-n[01-02]",
-         ["r1-n01", "r1-n02", "r2-n01", "r2-n02"], 4, 32, "CANCELLED", "1234", 0, 0, None, 13),
-        ("50000", None, None, None, None, "eval", "erin", "gpu", "node-042",
-         ["node-042"], 1, 8, "RUNNING", None, 0, 0, None, 15),
-        ("70000", None, None, None, None, "train", "gina", "gpu", "node-[101-102]",
-         ["node-101", "node-102"], 2, 16, "FAILED", None, 0, 9, None, 22),
+        (
+            "12345",
+            None,
+            None,
+            None,
+            None,
+            "pretrain-7b",
+            "alice",
+            "gpu",
+            "node-[001-004,017]",
+            ["node-001", "node-002", "node-003", "node-004", "node-017"],
+            5,
+            40,
+            "NODE_FAIL",
+            None,
+            0,
+            0,
+            None,
+            2,
+        ),
+        (
+            "22000_[5-8%2]",
+            "22000",
+            None,
+            None,
+            None,
+            "sweep",
+            "bob",
+            "gpu",
+            "None assigned",
+            [],
+            1,
+            None,
+            "PENDING",
+            None,
+            0,
+            0,
+            "JobArrayTaskLimit",
+            7,
+        ),
+        (
+            "22000_7",
+            "22000",
+            7,
+            None,
+            None,
+            "sweep",
+            "bob",
+            "gpu",
+            "gpu-b[7-8]",
+            ["gpu-b7", "gpu-b8"],
+            2,
+            2,
+            "TIMEOUT",
+            None,
+            0,
+            0,
+            None,
+            8,
+        ),
+        (
+            "30000+0",
+            None,
+            None,
+            "30000",
+            0,
+            "hetjob",
+            "carol",
+            "gpu",
+            "r1-n[01-02]",
+            ["r1-n01", "r1-n02"],
+            2,
+            16,
+            "COMPLETED",
+            None,
+            0,
+            0,
+            None,
+            10,
+        ),
+        (
+            "30000+1",
+            None,
+            None,
+            "30000",
+            1,
+            "hetjob",
+            "carol",
+            "cpu",
+            "r2-n01",
+            ["r2-n01"],
+            1,
+            None,
+            "COMPLETED",
+            None,
+            0,
+            0,
+            None,
+            11,
+        ),
+        (
+            "40000",
+            None,
+            None,
+            None,
+            None,
+            "interactive",
+            "dave",
+            "gpu",
+            "r[1-2]-n[01-02]",
+            ["r1-n01", "r1-n02", "r2-n01", "r2-n02"],
+            4,
+            32,
+            "CANCELLED",
+            "1234",
+            0,
+            0,
+            None,
+            13,
+        ),
+        (
+            "50000",
+            None,
+            None,
+            None,
+            None,
+            "eval",
+            "erin",
+            "gpu",
+            "node-042",
+            ["node-042"],
+            1,
+            8,
+            "RUNNING",
+            None,
+            0,
+            0,
+            None,
+            15,
+        ),
+        (
+            "70000",
+            None,
+            None,
+            None,
+            None,
+            "train",
+            "gina",
+            "gpu",
+            "node-[101-102]",
+            ["node-101", "node-102"],
+            2,
+            16,
+            "FAILED",
+            None,
+            0,
+            9,
+            None,
+            22,
+        ),
     ]
 
 
@@ -262,12 +421,52 @@ def test_sacct_jobs_times(parsed):
 def test_sacct_steps_exact(parsed):
     assert parsed.steps.drop("source").rows() == [
         ("12345", "batch", "CANCELLED", 0, 15, utc(2026, 11, 24, 1, 0, 5), utc(2026, 11, 24, 3, 14, 9), "node-001", 3),
-        ("12345", "extern", "COMPLETED", 0, 0, utc(2026, 11, 24, 1, 0, 5), utc(2026, 11, 24, 3, 14, 7), "node-[001-004,017]", 4),
-        ("12345", "0", "FAILED", 1, 0, utc(2026, 11, 24, 1, 0, 6), utc(2026, 11, 24, 3, 14, 8), "node-[001-004,017]", 5),
+        (
+            "12345",
+            "extern",
+            "COMPLETED",
+            0,
+            0,
+            utc(2026, 11, 24, 1, 0, 5),
+            utc(2026, 11, 24, 3, 14, 7),
+            "node-[001-004,017]",
+            4,
+        ),
+        (
+            "12345",
+            "0",
+            "FAILED",
+            1,
+            0,
+            utc(2026, 11, 24, 1, 0, 6),
+            utc(2026, 11, 24, 3, 14, 8),
+            "node-[001-004,017]",
+            5,
+        ),
         ("22000_7", "batch", "CANCELLED", 0, 15, utc(2026, 11, 24, 2, 35, 0), utc(2026, 11, 25, 4, 35, 3), "gpu-b7", 9),
         ("30000+0", "batch", "COMPLETED", 0, 0, utc(2026, 11, 24, 4, 0, 2), utc(2026, 11, 24, 4, 10, 2), "r1-n01", 12),
-        ("40000", "extern", "CANCELLED", 0, 15, utc(2026, 11, 24, 5, 0, 10), utc(2026, 11, 24, 6, 0, 1), "r[1-2]-n[01-02]", 14),
-        ("50000", "0", "OUT_OF_MEMORY", 0, 125, utc(2026, 11, 24, 6, 0, 2), utc(2026, 11, 24, 6, 20, 0), "node-042", 16),
+        (
+            "40000",
+            "extern",
+            "CANCELLED",
+            0,
+            15,
+            utc(2026, 11, 24, 5, 0, 10),
+            utc(2026, 11, 24, 6, 0, 1),
+            "r[1-2]-n[01-02]",
+            14,
+        ),
+        (
+            "50000",
+            "0",
+            "OUT_OF_MEMORY",
+            0,
+            125,
+            utc(2026, 11, 24, 6, 0, 2),
+            utc(2026, 11, 24, 6, 20, 0),
+            "node-042",
+            16,
+        ),
     ]
 
 
@@ -288,7 +487,11 @@ def test_sacct_quarantine_exact(parsed):
 
 
 def test_sacct_timezone():
-    data = (HEADER + "\n" + "1|a|u|p|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-07-01T12:00:00|Unknown|00:00:01|RUNNING|0:0|None\n").encode()
+    data = (
+        HEADER
+        + "\n"
+        + "1|a|u|p|n1|1|gres/gpu=8|2026-11-24T01:00:00|2026-07-01T12:00:00|Unknown|00:00:01|RUNNING|0:0|None\n"
+    ).encode()
     r = parse_sacct(data, tz="America/New_York")
     row = r.jobs.row(0, named=True)
     assert row["submit"] == utc(2026, 11, 24, 6, 0, 0)  # EST, UTC-5
@@ -300,7 +503,9 @@ def test_sacct_timezone():
 
 
 def test_sacct_other_column_order_and_missing_columns():
-    data = b"State|JobID|End|NodeList\nCOMPLETED|42|2026-11-24T01:00:00|n[1-2]\nFAILED|42.0|2026-11-24T01:00:00|n[1-2]\n"
+    data = (
+        b"State|JobID|End|NodeList\nCOMPLETED|42|2026-11-24T01:00:00|n[1-2]\nFAILED|42.0|2026-11-24T01:00:00|n[1-2]\n"
+    )
     r = parse_sacct(data)
     assert r.balanced
     row = r.jobs.row(0, named=True)
@@ -308,7 +513,18 @@ def test_sacct_other_column_order_and_missing_columns():
     assert row["state"] == "COMPLETED"
     assert row["nodes"] == ["n1", "n2"]
     assert row["n_nodes"] == 2  # derived from the node list when NNodes is absent
-    for col in ("job_name", "user", "partition", "gpus", "submit", "start", "elapsed_s", "exit_code", "signal", "reason"):
+    for col in (
+        "job_name",
+        "user",
+        "partition",
+        "gpus",
+        "submit",
+        "start",
+        "elapsed_s",
+        "exit_code",
+        "signal",
+        "reason",
+    ):
         assert row[col] is None, col
     assert row["end"] == utc(2026, 11, 24, 1, 0, 0)
     assert r.steps.select("job_id", "step", "state").rows() == [("42", "0", "FAILED")]
@@ -322,13 +538,7 @@ def test_sacct_no_nodelist_column_gives_null_nodes():
 def test_sacct_trailing_pipe_crlf_and_repeated_header():
     # `sacct -p` ends every line with '|'; files pasted from Windows have CRLF; two outputs
     # concatenated repeat the header.
-    data = (
-        "JobID|State|ExitCode|\r\n"
-        "1|COMPLETED|0:0|\r\n"
-        "JobID|State|ExitCode|\r\n"
-        "2|FAILED|2:0|\r\n"
-        "\r\n"
-    ).encode()
+    data = b"JobID|State|ExitCode|\r\n1|COMPLETED|0:0|\r\nJobID|State|ExitCode|\r\n2|FAILED|2:0|\r\n\r\n"
     r = parse_sacct(data)
     assert r.jobs.select("job_id", "state", "exit_code", "line_no").rows() == [
         ("1", "COMPLETED", 0, 2),

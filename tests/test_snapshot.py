@@ -1,5 +1,6 @@
 """View snapshots (``faultline.lake.snapshot``): a view database reads hard links that no writer
 replaces, so a file rewritten between DuckDB's bind and its scan is never read half-and-half."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,15 +12,19 @@ import duckdb
 import polars as pl
 import pytest
 
-from faultline.lake import files as lake, snapshot as S, views as W
+from faultline.lake import files as lake
+from faultline.lake import snapshot as S
+from faultline.lake import views as W
 from faultline.launch.local import run_pipeline
 
 # a scalar subquery that rewrites files while the query runs: DuckDB has bound (read the
 # footers of) every file of the query by then, and opens the other scans after it
-RACE = ("SELECT (SELECT count(*) FROM ingest_audit WHERE rewrite(lines_read)) AS audit, "
-        "(SELECT count(*) || ':' || count(DISTINCT node) FROM incidents) AS incidents, "
-        "(SELECT count(*) || ':' || sum(length(raw)) FROM events) AS events")
-RACE_ANALYTICS = RACE.rsplit(", (SELECT count(*) || ':' || sum", 1)[0]     # without the day files
+RACE = (
+    "SELECT (SELECT count(*) FROM ingest_audit WHERE rewrite(lines_read)) AS audit, "
+    "(SELECT count(*) || ':' || count(DISTINCT node) FROM incidents) AS incidents, "
+    "(SELECT count(*) || ':' || sum(length(raw)) FROM events) AS events"
+)
+RACE_ANALYTICS = RACE.rsplit(", (SELECT count(*) || ':' || sum", 1)[0]  # without the day files
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +55,11 @@ def _rewriter(wh: Path):
             lake.write_analytics(wh, "incidents", pl.concat([inc] * 40))
             path, keys = lake.data_files(wh, "events")[0]
             ev = pl.read_parquet(path)
-            lake.write_partition(wh, "events", pl.concat([ev] * 40), keys["provider"], keys["cluster"], str(keys["date"]))
+            lake.write_partition(
+                wh, "events", pl.concat([ev] * 40), keys["provider"], keys["cluster"], str(keys["date"])
+            )
         return True
+
     return rewrite
 
 
@@ -74,23 +82,25 @@ def test_files_rewritten_during_a_query_are_not_read(wh):
     assert report.snapshot is not None and report.snapshot.parent == wh.resolve() / S.SNAPSHOT_DIR
     before = _answer(wh)
     con = W.connect_readonly(wh)
-    assert _race(con, wh) == before            # the lake of the build, whole
+    assert _race(con, wh) == before  # the lake of the build, whole
     assert con.execute(RACE.replace(" WHERE rewrite(lines_read)", "")).fetchone() == before
     con.close()
     W.build(wh)
-    after = _answer(wh)                         # the next build reads the rewritten files
+    after = _answer(wh)  # the next build reads the rewritten files
     assert after != before and after[1].startswith(str(40 * int(before[1].split(":")[0])) + ":")
 
 
 def test_without_a_snapshot_the_same_query_reads_torn_files(wh, monkeypatch):
     """What the snapshot prevents: views over the live files (hard links refused) read a
     file rewritten under the query with the footer of the file they bound, or fail."""
+
     def refuse(src, dst):
         raise PermissionError(1, "Operation not permitted")
+
     monkeypatch.setattr(S.os, "link", refuse)
     report = W.build(wh)
     assert report.snapshot is None and "cannot hard-link" in report.snapshot_error
-    assert not any((wh / S.SNAPSHOT_DIR).iterdir())          # the attempt left nothing
+    assert not any((wh / S.SNAPSHOT_DIR).iterdir())  # the attempt left nothing
     before = _answer(wh)
     con = W.connect_readonly(wh)
     try:
@@ -105,15 +115,18 @@ def test_without_a_snapshot_the_same_query_reads_torn_files(wh, monkeypatch):
 def test_views_name_only_snapshot_files(wh):
     report = W.build(wh)
     con = W.connect_readonly(wh)
-    texts = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal "
-                             "AND database_name = 'faultline'").fetchall())
+    texts = dict(
+        con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND database_name = 'faultline'"
+        ).fetchall()
+    )
     con.close()
-    for name in report.views:                   # lake and analytics tables
+    for name in report.views:  # lake and analytics tables
         assert report.snapshot.as_posix() in texts[name], name
     live = [str(p) for p in (wh / "lake").rglob("data.parquet")]
     linked = sorted(report.snapshot.rglob("*.parquet"))
-    assert len(linked) == len(live) + len(lake.analytics_present(wh))   # no month is compacted here
-    for link in linked:                          # the same files, not copies
+    assert len(linked) == len(live) + len(lake.analytics_present(wh))  # no month is compacted here
+    for link in linked:  # the same files, not copies
         original = wh.resolve() / link.relative_to(report.snapshot)
         assert os.path.samefile(link, original)
 
@@ -121,6 +134,7 @@ def test_views_name_only_snapshot_files(wh):
 def test_a_failed_build_leaves_no_snapshot(wh, monkeypatch):
     def boom(*_a, **_k):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(W, "_lake_views", boom)
     with pytest.raises(OSError, match="No space left"):
         W.build(wh)
@@ -138,14 +152,14 @@ def test_collect_keeps_the_newest_and_what_was_superseded_within_the_grace(tmp_p
     root = tmp_path / S.SNAPSHOT_DIR
     now = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
     names = [_snap(root, now - dt.timedelta(minutes=m), i) for i, m in enumerate((300, 200, 90, 30, 5, 1))]
-    (root / "notes").mkdir()                     # not a snapshot: never touched
+    (root / "notes").mkdir()  # not a snapshot: never touched
     removed = S.collect(tmp_path, grace_s=3600, now=now)
     # 300 and 200 min old were superseded by snapshots made 200 and 90 minutes ago: gone;
     # the one of 90 minutes was superseded 30 minutes ago, within the hour: kept
     assert removed == names[:2]
     assert sorted(p.name for p in root.iterdir()) == sorted(names[2:] + ["notes"])
     assert S.collect(tmp_path, grace_s=0, now=now) == names[2:4]
-    assert sorted(p.name for p in root.iterdir()) == sorted(names[4:] + ["notes"])   # KEEP = 2
+    assert sorted(p.name for p in root.iterdir()) == sorted(names[4:] + ["notes"])  # KEEP = 2
     assert S.collect(tmp_path, grace_s=0, now=now) == []
 
 
@@ -161,7 +175,7 @@ def test_builds_collect_old_snapshots_and_a_reader_of_one_is_told(wh, monkeypatc
     with pytest.raises(duckdb.IOException, match="No files found"):
         old.execute("SELECT count(*) FROM events").fetchone()
     old.close()
-    assert int(_answer(wh)[2].split(":")[0]) > 0               # a new connection reads the newest
+    assert int(_answer(wh)[2].split(":")[0]) > 0  # a new connection reads the newest
 
 
 @pytest.mark.parametrize("value, ok", [("", S.DEFAULT_GRACE_S), ("90", 90.0), ("1.5", 1.5)])
@@ -185,6 +199,7 @@ def test_faultline_run_says_when_the_views_read_live_files(tmp_path, monkeypatch
 
     def refuse(src, dst):
         raise OSError(18, "Invalid cross-device link")
+
     monkeypatch.setattr(S.os, "link", refuse)
     landing, wh = make_landing(tmp_path / "landing"), tmp_path / "wh"
     args = ["run", "--landing", str(landing), "--warehouse", str(wh)]
@@ -197,12 +212,13 @@ def test_faultline_run_says_when_the_views_read_live_files(tmp_path, monkeypatch
     con.close()
     assert run_pipeline(landing, wh, analytics=False)["snapshot_error"].endswith("Invalid cross-device link")
     monkeypatch.undo()
-    res = CliRunner().invoke(main, args)                      # links work again: no warning
+    res = CliRunner().invoke(main, args)  # links work again: no warning
     assert res.exit_code == 0 and "warning" not in res.output, res.output
     assert run_pipeline(landing, wh, analytics=False)["snapshot_error"] is None
 
 
 # -- a URL warehouse: copies of the analytics objects ----------------------------------------------
+
 
 @pytest.fixture
 def mem_wh(built, tmp_path, monkeypatch):
@@ -232,6 +248,7 @@ def _mem_race(con, url):
             inc = pl.read_parquet(lake.analytics_root(url).joinpath("incidents.parquet").read_bytes())
             lake.write_analytics(url, "incidents", pl.concat([inc] * 40))
         return True
+
     con.execute("SET threads = 1")
     con.create_function("rewrite", rewrite, ["BIGINT"], "BOOLEAN", side_effects=True)
     try:
@@ -246,14 +263,16 @@ def test_a_url_warehouse_reads_copies_of_the_analytics(mem_wh, monkeypatch):
     report = W.build(mem_wh)
     assert isinstance(report.snapshot, storage.ObjectPath)
     keys = sorted(p.relative_to(report.snapshot).as_posix() for p in storage.list_files(report.snapshot))
-    assert keys == [f"analytics/{n}.parquet" for n in lake.analytics_present(mem_wh)]   # no day file
+    assert keys == [f"analytics/{n}.parquet" for n in lake.analytics_present(mem_wh)]  # no day file
     con = W.connect_readonly(mem_wh)
     before = con.execute(RACE_ANALYTICS.replace(" WHERE rewrite(lines_read)", "")).fetchone()
     assert _mem_race(con, mem_wh) == before
     con.close()
+
     # without the copies (the store refuses them) the same race reads a torn object
     def refuse(self, *a, **k):
         raise PermissionError(13, "copy denied")
+
     monkeypatch.setattr(type(storage.to_path(mem_wh).fs), "copy", refuse)
     report = W.build(mem_wh)
     assert report.snapshot is None and "copy denied" in report.snapshot_error

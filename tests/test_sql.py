@@ -5,6 +5,7 @@ test_browser.py): a small demo fleet whose landing folder gets hostile strings i
 before the pipeline runs (job names, users, log lines, node and rack names), so every test
 also runs over data that tries to break out of its context.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,12 +17,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 from click.testing import CliRunner
+from polars.testing import assert_frame_equal
 
+from faultline.commands.sql import sql
 from faultline.lake import queries as Q
 from faultline.lake import views as W
-from faultline.commands.sql import sql
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -55,7 +56,7 @@ def _inject(landing: Path) -> dict:
         if len(victims) == 2:
             break
     sacct.write_text("\n".join(lines) + "\n")
-    for job_id, node, end in victims:
+    for _job_id, node, end in victims:
         t = dt.datetime.fromisoformat(end) - dt.timedelta(seconds=90)
         stamp = f"{t:%b} {t.day:2d} {t:%H:%M:%S} {node} kernel: [{t.hour * 3600 + t.minute * 60 + t.second}.000000]"
         with open(day_dir / "kernel" / f"{node}.log", "a", encoding="utf-8") as fh:
@@ -64,8 +65,15 @@ def _inject(landing: Path) -> dict:
     inv = landing / "inventory.csv"
     rows = list(csv.reader(io.StringIO(inv.read_text())))
     extra = dict.fromkeys(rows[0], "")
-    extra.update(provider="northwind", cluster="a1", rack=HOSTILE_RACK, node=HOSTILE_NODE, gpus="8",
-                 gpu_model="H100" + SCRIPT, leaf_switch="leaf" + IMG)
+    extra.update(
+        provider="northwind",
+        cluster="a1",
+        rack=HOSTILE_RACK,
+        node=HOSTILE_NODE,
+        gpus="8",
+        gpu_model="H100" + SCRIPT,
+        leaf_switch="leaf" + IMG,
+    )
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerows(rows)
@@ -119,15 +127,19 @@ def _cli(*args, wh: Path | None = None):
 
 # -- the hostile strings really are in the warehouse -----------------------------------------
 
+
 def test_injected_strings_reach_the_warehouse(con, demo):
     _, info = demo
     jf = Q.run_sql(con, "SELECT * FROM job_failures WHERE job_name LIKE '%<script>%'")
     assert set(jf["job_id"]) == set(info["jobs"])
     assert jf["evidence"].str.contains("<script>", literal=True).any()
-    assert Q.run_sql(con, "SELECT count(*) AS n FROM inventory_latest WHERE node = $n", {"n": HOSTILE_NODE})["n"][0] == 1
+    assert (
+        Q.run_sql(con, "SELECT count(*) AS n FROM inventory_latest WHERE node = $n", {"n": HOSTILE_NODE})["n"][0] == 1
+    )
 
 
 # -- views -------------------------------------------------------------------------------------
+
 
 def test_sql_views_exist_and_agree(con):
     inv = Q.run_sql(con, "SELECT provider, cluster, node, count(*) AS n FROM inventory_latest GROUP BY ALL")
@@ -143,9 +155,18 @@ def test_sql_views_exist_and_agree(con):
 # -- named queries -----------------------------------------------------------------------------
 
 REQUIRED = {"job_root_cause": "job_id", "node_timeline": "node"}
-REQUIRED_QUERIES = {"top_failing_nodes", "rack_hotspots", "provider_comparison", "failure_causes_over_time",
-                    "job_root_cause", "xid_by_gpu_model", "new_signatures", "quarantine_summary", "lemon_nodes",
-                    "node_timeline"}
+REQUIRED_QUERIES = {
+    "top_failing_nodes",
+    "rack_hotspots",
+    "provider_comparison",
+    "failure_causes_over_time",
+    "job_root_cause",
+    "xid_by_gpu_model",
+    "new_signatures",
+    "quarantine_summary",
+    "lemon_nodes",
+    "node_timeline",
+}
 
 
 def test_library_has_the_promised_queries_with_headers():
@@ -244,21 +265,31 @@ def test_duckdb_cli_approach_on_a_read_only_connection(wh, demo):
         failed = raw.sql((Path(__file__).parents[1] / "sql" / "queries" / "failed_jobs.sql").read_text()).pl()
         raw.execute("RESET VARIABLE max_rows")
         with pytest.raises(duckdb.Error):
-            raw.execute("CREATE TABLE t (x INT)")   # the file really is read-only
+            raw.execute("CREATE TABLE t (x INT)")  # the file really is read-only
     finally:
         raw.close()
     via_faultline = Q.run_query(wh, "job_root_cause", {"job_id": info["jobs"][0]})
     assert_frame_equal(via_cli, via_faultline, check_exact=False)
     assert failed.height == 2 and set(failed["provider"]) == {"northwind"}
-    assert_frame_equal(failed, Q.run_query(wh, "failed_jobs", {"provider": "northwind", "max_rows": 2,
-                                                                "day": dt.date.fromisoformat(info["day"])}),
-                       check_exact=False)
+    assert_frame_equal(
+        failed,
+        Q.run_query(
+            wh, "failed_jobs", {"provider": "northwind", "max_rows": 2, "day": dt.date.fromisoformat(info["day"])}
+        ),
+        check_exact=False,
+    )
 
 
 # -- parameters are data -----------------------------------------------------------------------
 
-INJECTIONS = ["northwind' OR '1'='1", "x'); DROP TABLE events; --", "'; COPY (SELECT 1) TO '/tmp/pwn.csv'; --",
-              "$provider", "getvariable('provider')", HOSTILE]
+INJECTIONS = [
+    "northwind' OR '1'='1",
+    "x'); DROP TABLE events; --",
+    "'; COPY (SELECT 1) TO '/tmp/pwn.csv'; --",
+    "$provider",
+    "getvariable('provider')",
+    HOSTILE,
+]
 
 
 @pytest.mark.parametrize("value", INJECTIONS)
@@ -289,10 +320,15 @@ def test_param_values_are_type_checked():
 
 
 def test_parse_query_header():
-    q = Q.parse_query("-- name: demo\n-- description: d\n-- param: a (int, default: 3)\n"
-                      "-- param: b (x|y, default: y) pick\n-- param: c (text, required) must\nSELECT 1\n")
+    q = Q.parse_query(
+        "-- name: demo\n-- description: d\n-- param: a (int, default: 3)\n"
+        "-- param: b (x|y, default: y) pick\n-- param: c (text, required) must\nSELECT 1\n"
+    )
     assert [(p.name, p.type, p.default, p.required, p.choices) for p in q.params] == [
-        ("a", "int", 3, False, ()), ("b", "text", "y", False, ("x", "y")), ("c", "text", None, True, ())]
+        ("a", "int", 3, False, ()),
+        ("b", "text", "y", False, ("x", "y")),
+        ("c", "text", None, True, ()),
+    ]
     with pytest.raises(Q.QueryError, match="unknown type"):
         Q.parse_query("-- name: x\n-- param: a (blob, default: 1)\nSELECT 1")
 
@@ -326,9 +362,13 @@ def test_ad_hoc_sql_cannot_write(wh, tmp_path, statement):
 
 def test_the_connection_itself_cannot_write_or_reach_files(con, tmp_path):
     # below the statement check: attached read-only, no file access outside the warehouse
-    for stmt in (f"COPY (SELECT 1) TO '{tmp_path}/x.csv'", "CREATE TABLE faultline.main.t (x INT)",
-                 "SELECT * FROM read_csv('/etc/passwd')", f"ATTACH '{tmp_path}/y.duckdb'",
-                 "SET lock_configuration = false"):
+    for stmt in (
+        f"COPY (SELECT 1) TO '{tmp_path}/x.csv'",
+        "CREATE TABLE faultline.main.t (x INT)",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        f"ATTACH '{tmp_path}/y.duckdb'",
+        "SET lock_configuration = false",
+    ):
         with pytest.raises(duckdb.Error):
             con.execute(stmt)
     assert not any(tmp_path.iterdir())
@@ -337,20 +377,28 @@ def test_the_connection_itself_cannot_write_or_reach_files(con, tmp_path):
 
 
 def test_select_flavours_are_allowed(wh):
-    for stmt in ("SELECT 1 AS x", "WITH a AS (SELECT 1 AS x) SELECT * FROM a", "FROM inventory_latest LIMIT 1",
-                 "DESCRIBE events", "SHOW TABLES"):
+    for stmt in (
+        "SELECT 1 AS x",
+        "WITH a AS (SELECT 1 AS x) SELECT * FROM a",
+        "FROM inventory_latest LIMIT 1",
+        "DESCRIBE events",
+        "SHOW TABLES",
+    ):
         res = _cli(stmt, wh=wh)
         assert res.exit_code == 0, (stmt, res.output)
 
 
 # -- the command -------------------------------------------------------------------------------
 
+
 def test_cli_formats(wh, tmp_path):
     q = "SELECT job_id, provider, ended, gpu_hours_lost FROM job_failures ORDER BY job_id LIMIT 5"
     res = _cli(q, "--format", "json", wh=wh)
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
-    assert isinstance(rows, list) and len(rows) == 5 and set(rows[0]) == {"job_id", "provider", "ended", "gpu_hours_lost"}
+    assert (
+        isinstance(rows, list) and len(rows) == 5 and set(rows[0]) == {"job_id", "provider", "ended", "gpu_hours_lost"}
+    )
     res = _cli(q, "--format", "csv", wh=wh)
     assert res.output.splitlines()[0] == "job_id,provider,ended,gpu_hours_lost" and len(res.output.splitlines()) == 6
     out = tmp_path / "x.parquet"
@@ -373,7 +421,9 @@ def test_cli_named_query_and_list(wh, demo):
     res = _cli("--query", "top_failing_nodes", "-p", "max_rows=2", wh=wh)
     assert res.exit_code == 0 and "(2 row(s))" in res.output
     res = CliRunner().invoke(sql, ["--list"])
-    assert res.exit_code == 0 and "top_failing_nodes" in res.output and "--param max_rows (int, default: 20)" in res.output
+    assert (
+        res.exit_code == 0 and "top_failing_nodes" in res.output and "--param max_rows (int, default: 20)" in res.output
+    )
     items = json.loads(CliRunner().invoke(sql, ["--list", "--format", "json"]).output)
     assert REQUIRED_QUERIES <= {i["name"] for i in items}
 

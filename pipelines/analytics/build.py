@@ -1,13 +1,14 @@
 """Compute every analytics table from the lake and publish them beside it (no Dagster)."""
+
 from __future__ import annotations
 
 import os
 
 import polars as pl
 
-from ..lake import files as lake
 from ..classify.model import apply_model
 from ..classify.ruleset import load_ruleset
+from ..lake import files as lake
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
 from .incidents import build_incidents
@@ -24,9 +25,19 @@ from .rates import (
 )
 from .signatures import node_failure_profiles, unknown_signatures
 
-ANALYTICS_TABLES = ("incidents", "job_failures", "node_health", "rack_health", "provider_scoreboard",
-                    "failure_causes", "provider_comparison", "lemon_nodes", "rack_hotspots", "unknown_signatures",
-                    "node_profiles")
+ANALYTICS_TABLES = (
+    "incidents",
+    "job_failures",
+    "node_health",
+    "rack_health",
+    "provider_scoreboard",
+    "failure_causes",
+    "provider_comparison",
+    "lemon_nodes",
+    "rack_hotspots",
+    "unknown_signatures",
+    "node_profiles",
+)
 
 
 def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:
@@ -36,11 +47,17 @@ def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:
     return inventory
 
 
-def compute(events: pl.DataFrame, jobs: pl.DataFrame, flight: pl.DataFrame | None, inventory: pl.DataFrame,
-            days: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> dict[str, pl.DataFrame]:
+def compute(
+    events: pl.DataFrame,
+    jobs: pl.DataFrame,
+    flight: pl.DataFrame | None,
+    inventory: pl.DataFrame,
+    days: pl.DataFrame,
+    cfg: AnalyticsConfig = DEFAULT,
+) -> dict[str, pl.DataFrame]:
     domains = load_ruleset().taxonomy.domains
-    rule_events = events                 # the lake keeps the rules' verdicts
-    events = apply_model(events)         # the model may name only what the rules call unknown
+    rule_events = events  # the lake keeps the rules' verdicts
+    events = apply_model(events)  # the model may name only what the rules call unknown
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
     failures = attribute_failures(jobs, events, flight, domains, cfg)

@@ -1,4 +1,5 @@
 """Tunable windows and thresholds of the analytics, with the published practice they follow."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

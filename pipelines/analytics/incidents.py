@@ -6,6 +6,7 @@ serious one. Rack
 incidents: node incidents of one category on several nodes of one rack (or leaf switch)
 within ``rack_incident_window_s``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,9 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 NODE_DOMAINS = ("hardware", "software")
 
 
-def _sessions(df: pl.DataFrame, keys: list[str], ts: str, window_s: float, name: str,
-              tiebreak: tuple[str, ...] = ()) -> pl.DataFrame:
+def _sessions(
+    df: pl.DataFrame, keys: list[str], ts: str, window_s: float, name: str, tiebreak: tuple[str, ...] = ()
+) -> pl.DataFrame:
     """Number runs of rows per key whose gaps stay within the window (0, 1, 2, ... per key).
     Rows come back sorted by key, time and ``tiebreak`` (a total order: the ``first()`` of
     a group then never depends on the order the lake was read in)."""
@@ -31,56 +33,110 @@ def _sessions(df: pl.DataFrame, keys: list[str], ts: str, window_s: float, name:
 def node_events(events: pl.DataFrame) -> pl.DataFrame:
     """Kernel-side events that speak about node health (not job output, not benign noise)."""
     return events.filter(
-        pl.col("job_id").is_null() & pl.col("node").is_not_null() & pl.col("ts").is_not_null()
+        pl.col("job_id").is_null()
+        & pl.col("node").is_not_null()
+        & pl.col("ts").is_not_null()
         & pl.col("domain").is_in(NODE_DOMAINS)
     ).with_columns(sev=pl.col("severity").replace_strict(SEVERITY_RANK, default=0, return_dtype=pl.Int8))
 
 
-def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame,
-                    cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
     ev = node_events(events)
     if ev.is_empty():
         return _empty()
     bkeys = ["provider", "cluster", "node", "gpu_pci", "xid", "sxid", "rule_id"]
-    ev = _sessions(ev.with_columns(pl.col("gpu_pci").fill_null("")), bkeys, "ts", cfg.burst_window_s, "_burst",
-                  tiebreak=("event_id",))
+    ev = _sessions(
+        ev.with_columns(pl.col("gpu_pci").fill_null("")),
+        bkeys,
+        "ts",
+        cfg.burst_window_s,
+        "_burst",
+        tiebreak=("event_id",),
+    )
     bursts = ev.group_by([*bkeys, "_burst"], maintain_order=True).agg(
-        pl.col("category").first(), pl.col("domain").first(), pl.col("ts").min().alias("ts"),
-        pl.col("ts").max().alias("ts_end"), pl.len().alias("n_events"), pl.col("sev").max(),
-        pl.col("action").sort_by("sev", maintain_order=True).last(), pl.col("event_id").first(), pl.col("raw").first(),
+        pl.col("category").first(),
+        pl.col("domain").first(),
+        pl.col("ts").min().alias("ts"),
+        pl.col("ts").max().alias("ts_end"),
+        pl.len().alias("n_events"),
+        pl.col("sev").max(),
+        pl.col("action").sort_by("sev", maintain_order=True).last(),
+        pl.col("event_id").first(),
+        pl.col("raw").first(),
     )
     # one node, one incident window: a fault's follow-on lines (AER after an Xid 79, SXids
     # after an Xid 74) are the same incident; the earliest serious burst names it
     nkeys = ["provider", "cluster", "node"]
     bursts = _sessions(bursts, nkeys, "ts", cfg.node_incident_window_s, "_inc", tiebreak=("event_id",))
     serious = pl.col("sev") >= SEVERITY_RANK["error"]
-    inc = bursts.sort("ts", "event_id").group_by([*nkeys, "_inc"], maintain_order=True).agg(
-        pl.col("category").filter(serious).first().fill_null(pl.col("category").first()).alias("category"),
-        pl.col("domain").filter(serious).first().fill_null(pl.col("domain").first()).alias("domain"),
-        pl.col("ts").min().alias("first_ts"), pl.col("ts_end").max().alias("last_ts"),
-        pl.col("n_events").sum(), pl.len().alias("n_bursts"), pl.col("sev").max(),
-        pl.col("action").sort_by("sev", maintain_order=True).last(),
-        pl.col("gpu_pci").filter(pl.col("gpu_pci") != "").unique(maintain_order=True).alias("gpus"),
-        pl.col("xid").drop_nulls().unique(maintain_order=True).alias("xids"),
-        pl.col("sxid").drop_nulls().unique(maintain_order=True).alias("sxids"),
-        pl.col("rule_id").unique(maintain_order=True).alias("rule_ids"),
-        pl.col("event_id").first().alias("first_event_id"), pl.col("raw").first().alias("sample"),
+    inc = (
+        bursts.sort("ts", "event_id")
+        .group_by([*nkeys, "_inc"], maintain_order=True)
+        .agg(
+            pl.col("category").filter(serious).first().fill_null(pl.col("category").first()).alias("category"),
+            pl.col("domain").filter(serious).first().fill_null(pl.col("domain").first()).alias("domain"),
+            pl.col("ts").min().alias("first_ts"),
+            pl.col("ts_end").max().alias("last_ts"),
+            pl.col("n_events").sum(),
+            pl.len().alias("n_bursts"),
+            pl.col("sev").max(),
+            pl.col("action").sort_by("sev", maintain_order=True).last(),
+            pl.col("gpu_pci").filter(pl.col("gpu_pci") != "").unique(maintain_order=True).alias("gpus"),
+            pl.col("xid").drop_nulls().unique(maintain_order=True).alias("xids"),
+            pl.col("sxid").drop_nulls().unique(maintain_order=True).alias("sxids"),
+            pl.col("rule_id").unique(maintain_order=True).alias("rule_ids"),
+            pl.col("event_id").first().alias("first_event_id"),
+            pl.col("raw").first().alias("sample"),
+        )
     )
-    inv = inventory.select("provider", "cluster", "node", "rack",
-                           pl.col("leaf_switch") if "leaf_switch" in inventory.columns else pl.lit(None, pl.String).alias("leaf_switch"))
+    inv = inventory.select(
+        "provider",
+        "cluster",
+        "node",
+        "rack",
+        pl.col("leaf_switch") if "leaf_switch" in inventory.columns else pl.lit(None, pl.String).alias("leaf_switch"),
+    )
     inc = inc.join(inv, on=["provider", "cluster", "node"], how="left")
     inc = _rack_incidents(inc, cfg)
     inv_sev = {v: k for k, v in SEVERITY_RANK.items()}
-    return inc.with_columns(
-        severity=pl.col("sev").replace_strict(inv_sev, return_dtype=pl.String),
-        gpu_pci=pl.col("gpus").list.first(),
-        incident_id=pl.format("{}/{}/{}/{}", "provider", "cluster", "node", pl.col("first_ts").dt.strftime("%Y%m%dT%H%M%S%.3f")),
-    ).select(INCIDENT_COLUMNS).sort("first_ts", "node", "incident_id")
+    return (
+        inc.with_columns(
+            severity=pl.col("sev").replace_strict(inv_sev, return_dtype=pl.String),
+            gpu_pci=pl.col("gpus").list.first(),
+            incident_id=pl.format(
+                "{}/{}/{}/{}", "provider", "cluster", "node", pl.col("first_ts").dt.strftime("%Y%m%dT%H%M%S%.3f")
+            ),
+        )
+        .select(INCIDENT_COLUMNS)
+        .sort("first_ts", "node", "incident_id")
+    )
 
 
-INCIDENT_COLUMNS = ["incident_id", "provider", "cluster", "rack", "leaf_switch", "node", "gpu_pci", "category",
-                    "domain", "severity", "action", "first_ts", "last_ts", "n_events", "n_bursts", "gpus", "xids",
-                    "sxids", "rule_ids", "first_event_id", "sample", "rack_incident_id", "rack_nodes"]
+INCIDENT_COLUMNS = [
+    "incident_id",
+    "provider",
+    "cluster",
+    "rack",
+    "leaf_switch",
+    "node",
+    "gpu_pci",
+    "category",
+    "domain",
+    "severity",
+    "action",
+    "first_ts",
+    "last_ts",
+    "n_events",
+    "n_bursts",
+    "gpus",
+    "xids",
+    "sxids",
+    "rule_ids",
+    "first_event_id",
+    "sample",
+    "rack_incident_id",
+    "rack_nodes",
+]
 
 
 def _rack_incidents(inc: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
@@ -93,15 +149,23 @@ def _rack_incidents(inc: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
     rkeys = ["provider", "cluster", "_domain_key", "category"]
     offsets = clock_offsets(keyed, cfg)
     keyed = keyed.join(offsets, on=["provider", "cluster", "node"], how="left").with_columns(
-        _t=pl.col("first_ts") + pl.duration(microseconds=pl.col("clock_offset_us").fill_null(0)))
+        _t=pl.col("first_ts") + pl.duration(microseconds=pl.col("clock_offset_us").fill_null(0))
+    )
     keyed = _sessions(keyed, rkeys, "_t", cfg.rack_incident_window_s, "_rinc")
     groups = keyed.group_by([*rkeys, "_rinc"]).agg(
-        pl.col("node").n_unique().alias("rack_nodes"), pl.col("_t").min().alias("_r0"))
+        pl.col("node").n_unique().alias("rack_nodes"), pl.col("_t").min().alias("_r0")
+    )
     groups = groups.filter(pl.col("rack_nodes") >= cfg.rack_incident_min_nodes).with_columns(
-        rack_incident_id=pl.format("{}/{}/{}/{}", "provider", "cluster", "_domain_key", pl.col("_r0").dt.strftime("%Y%m%dT%H%M%S")))
-    keyed = keyed.join(groups.select([*rkeys, "_rinc", "rack_incident_id", "rack_nodes"]), on=[*rkeys, "_rinc"], how="left")
+        rack_incident_id=pl.format(
+            "{}/{}/{}/{}", "provider", "cluster", "_domain_key", pl.col("_r0").dt.strftime("%Y%m%dT%H%M%S")
+        )
+    )
+    keyed = keyed.join(
+        groups.select([*rkeys, "_rinc", "rack_incident_id", "rack_nodes"]), on=[*rkeys, "_rinc"], how="left"
+    )
     rest = inc.filter(pl.col("_domain_key").is_null()).with_columns(
-        rack_incident_id=pl.lit(None, pl.String), rack_nodes=pl.lit(None, pl.UInt32))
+        rack_incident_id=pl.lit(None, pl.String), rack_nodes=pl.lit(None, pl.UInt32)
+    )
     return pl.concat([keyed.drop("_rinc", "_t", "clock_offset_us"), rest], how="diagonal_relaxed").drop("_domain_key")
 
 
@@ -115,16 +179,31 @@ def clock_offsets(keyed: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.Dat
     only a node whose clock is off is moved. Columns: provider, cluster, node, clock_offset_us."""
     schema = {"provider": pl.String, "cluster": pl.String, "node": pl.String, "clock_offset_us": pl.Int64}
     tol = int(cfg.rack_incident_window_s * 1e6)
-    ev = keyed.filter(pl.col("sev") >= SEVERITY_RANK["error"]).select(
-        "provider", "cluster", "_domain_key", "category", "node", "first_ts").with_row_index("_i")
+    ev = (
+        keyed.filter(pl.col("sev") >= SEVERITY_RANK["error"])
+        .select("provider", "cluster", "_domain_key", "category", "node", "first_ts")
+        .with_row_index("_i")
+    )
     if ev.height < cfg.rack_incident_min_nodes:
         return pl.DataFrame(schema=schema)
-    pairs = ev.join(ev.select("provider", "cluster", "_domain_key", "category", pl.col("node").alias("_other"),
-                              pl.col("first_ts").alias("_to")),
-                    on=["provider", "cluster", "_domain_key", "category"]).filter(
-        (pl.col("node") != pl.col("_other"))
-        & ((pl.col("_to") - pl.col("first_ts")).dt.total_microseconds().abs() <= int(cfg.clock_offset_max_s * 1e6))
-    ).select("provider", "cluster", "node", "_i", _d=(pl.col("_to") - pl.col("first_ts")).dt.total_microseconds())
+    pairs = (
+        ev.join(
+            ev.select(
+                "provider",
+                "cluster",
+                "_domain_key",
+                "category",
+                pl.col("node").alias("_other"),
+                pl.col("first_ts").alias("_to"),
+            ),
+            on=["provider", "cluster", "_domain_key", "category"],
+        )
+        .filter(
+            (pl.col("node") != pl.col("_other"))
+            & ((pl.col("_to") - pl.col("first_ts")).dt.total_microseconds().abs() <= int(cfg.clock_offset_max_s * 1e6))
+        )
+        .select("provider", "cluster", "node", "_i", _d=(pl.col("_to") - pl.col("first_ts")).dt.total_microseconds())
+    )
     rows = []
     for (prov, clus, node), g in pairs.sort("_d", "_i").group_by(["provider", "cluster", "node"], maintain_order=True):
         d, own = g["_d"].to_numpy(), g["_i"].to_list()
@@ -156,11 +235,30 @@ def _best_shift(d: np.ndarray, own: list, tol: int) -> tuple[int, int]:
 
 
 def _empty() -> pl.DataFrame:
-    return pl.DataFrame(schema={
-        "incident_id": pl.String, "provider": pl.String, "cluster": pl.String, "rack": pl.String,
-        "leaf_switch": pl.String, "node": pl.String, "gpu_pci": pl.String, "category": pl.String,
-        "domain": pl.String, "severity": pl.String, "action": pl.String,
-        "first_ts": pl.Datetime("us", "UTC"), "last_ts": pl.Datetime("us", "UTC"), "n_events": pl.UInt32,
-        "n_bursts": pl.UInt32, "gpus": pl.List(pl.String), "xids": pl.List(pl.Int32), "sxids": pl.List(pl.Int32),
-        "rule_ids": pl.List(pl.String), "first_event_id": pl.String, "sample": pl.String,
-        "rack_incident_id": pl.String, "rack_nodes": pl.UInt32})
+    return pl.DataFrame(
+        schema={
+            "incident_id": pl.String,
+            "provider": pl.String,
+            "cluster": pl.String,
+            "rack": pl.String,
+            "leaf_switch": pl.String,
+            "node": pl.String,
+            "gpu_pci": pl.String,
+            "category": pl.String,
+            "domain": pl.String,
+            "severity": pl.String,
+            "action": pl.String,
+            "first_ts": pl.Datetime("us", "UTC"),
+            "last_ts": pl.Datetime("us", "UTC"),
+            "n_events": pl.UInt32,
+            "n_bursts": pl.UInt32,
+            "gpus": pl.List(pl.String),
+            "xids": pl.List(pl.Int32),
+            "sxids": pl.List(pl.Int32),
+            "rule_ids": pl.List(pl.String),
+            "first_event_id": pl.String,
+            "sample": pl.String,
+            "rack_incident_id": pl.String,
+            "rack_nodes": pl.UInt32,
+        }
+    )

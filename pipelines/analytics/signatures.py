@@ -11,6 +11,7 @@ carries the learned model's best guess at its category.
 on the square root of each node's category shares, k chosen by silhouette), so that groups of
 nodes that fail the same way stand out.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,30 +23,50 @@ import polars as pl
 from ..classify.model import DEFAULT_THRESHOLD, LoadedModel, load_model, predict_proba_top
 from ..classify.training_data import mask
 
-DISTANCE_THRESHOLD = 0.4      # cosine distance under which two template keys are one signature
-MAX_CLUSTERED_KEYS = 2000     # the most frequent keys are clustered; rarer ones stay on their own
-MAX_LISTED_TEMPLATES = 20     # templates listed per signature (most frequent first)
-DOMINANT_SHARE = 0.2          # a category with this mean share of a profile cluster is dominant
+DISTANCE_THRESHOLD = 0.4  # cosine distance under which two template keys are one signature
+MAX_CLUSTERED_KEYS = 2000  # the most frequent keys are clustered; rarer ones stay on their own
+MAX_LISTED_TEMPLATES = 20  # templates listed per signature (most frequent first)
+DOMINANT_SHARE = 0.2  # a category with this mean share of a profile cluster is dominant
 
-SIGNATURE_SCHEMA = pl.Schema({
-    "signature_id": pl.String, "template": pl.String, "example": pl.String, "count": pl.Int64,
-    "n_templates": pl.Int64, "templates": pl.List(pl.String), "n_nodes": pl.Int64, "nodes": pl.List(pl.String), "families": pl.List(pl.String),
-    "first_seen": pl.Datetime("us", "UTC"), "last_seen": pl.Datetime("us", "UTC"),
-    "predicted_category": pl.String, "confidence": pl.Float64, "resolved_by_model": pl.Boolean,
-})
+SIGNATURE_SCHEMA = pl.Schema(
+    {
+        "signature_id": pl.String,
+        "template": pl.String,
+        "example": pl.String,
+        "count": pl.Int64,
+        "n_templates": pl.Int64,
+        "templates": pl.List(pl.String),
+        "n_nodes": pl.Int64,
+        "nodes": pl.List(pl.String),
+        "families": pl.List(pl.String),
+        "first_seen": pl.Datetime("us", "UTC"),
+        "last_seen": pl.Datetime("us", "UTC"),
+        "predicted_category": pl.String,
+        "confidence": pl.Float64,
+        "resolved_by_model": pl.Boolean,
+    }
+)
 
-PROFILE_SCHEMA = pl.Schema({
-    "provider": pl.String, "cluster": pl.String, "rack": pl.String, "node": pl.String,
-    "n_incidents": pl.Int64, "top_category": pl.String, "top_share": pl.Float64,
-    "profile_cluster": pl.Int32, "cluster_size": pl.Int64, "dominant_categories": pl.List(pl.String),
-    "rate_per_1k": pl.Float64,
-})
+PROFILE_SCHEMA = pl.Schema(
+    {
+        "provider": pl.String,
+        "cluster": pl.String,
+        "rack": pl.String,
+        "node": pl.String,
+        "n_incidents": pl.Int64,
+        "top_category": pl.String,
+        "top_share": pl.Float64,
+        "profile_cluster": pl.Int32,
+        "cluster_size": pl.Int64,
+        "dominant_categories": pl.List(pl.String),
+        "rate_per_1k": pl.Float64,
+    }
+)
 
 
 def template_key(template: pl.Expr) -> pl.Expr:
     """Digit-insensitive, case- and space-folded key of a masked template."""
-    return (template.str.replace_all(r"\d+", "#").str.replace_all(r"\s+", " ")
-            .str.strip_chars().str.to_lowercase())
+    return template.str.replace_all(r"\d+", "#").str.replace_all(r"\s+", " ").str.strip_chars().str.to_lowercase()
 
 
 def signature_id(key: str) -> str:
@@ -62,15 +83,15 @@ def _cluster_keys(keys: list[str], distance_threshold: float) -> np.ndarray:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
-    word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=r"[^\s:,;()\[\]{}=]+",
-                           sublinear_tf=True)
+    word = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=r"[^\s:,;()\[\]{}=]+", sublinear_tf=True)
     char = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True)
     x = normalize(hstack([word.fit_transform(keys), char.fit_transform(keys)]).tocsr())
     # cosine distances from the sparse vectors: n x n dense, never n x features
     dist = np.clip(1.0 - (x @ x.T).toarray(), 0.0, 2.0)
     np.fill_diagonal(dist, 0.0)
-    agg = AgglomerativeClustering(n_clusters=None, distance_threshold=distance_threshold,
-                                  metric="precomputed", linkage="average")
+    agg = AgglomerativeClustering(
+        n_clusters=None, distance_threshold=distance_threshold, metric="precomputed", linkage="average"
+    )
     return agg.fit_predict(dist)
 
 
@@ -84,10 +105,14 @@ def _model_or_none(model: LoadedModel | None) -> LoadedModel | None:
         return None
 
 
-def unknown_signatures(events: pl.DataFrame, *, model: LoadedModel | None = None,
-                       threshold: float = DEFAULT_THRESHOLD,
-                       distance_threshold: float = DISTANCE_THRESHOLD,
-                       max_clustered_keys: int = MAX_CLUSTERED_KEYS) -> pl.DataFrame:
+def unknown_signatures(
+    events: pl.DataFrame,
+    *,
+    model: LoadedModel | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    distance_threshold: float = DISTANCE_THRESHOLD,
+    max_clustered_keys: int = MAX_CLUSTERED_KEYS,
+) -> pl.DataFrame:
     """One row per signature of the ``unknown`` events, most frequent first.
 
     Columns: ``signature_id`` (sha1 of the representative template's key, first 12 hex),
@@ -119,11 +144,13 @@ def unknown_signatures(events: pl.DataFrame, *, model: LoadedModel | None = None
         ev = ev.with_columns(_t=mask(ev["message"].str.split("\n").list.first()))
     ts = pl.col("ts") if "ts" in ev.columns else pl.lit(None, pl.Datetime("us", "UTC"))
     ev = ev.with_columns(
-        _key=template_key(pl.col("_t")), _ts=ts,
+        _key=template_key(pl.col("_t")),
+        _ts=ts,
         _node=pl.col("node") if "node" in ev.columns else pl.lit(None, pl.String),
         _family=pl.col("family") if "family" in ev.columns else pl.lit(None, pl.String),
-        _raw=(pl.col("raw") if "raw" in ev.columns else pl.col("message") if "message" in ev.columns
-              else pl.col("_t")).str.split("\n").list.first(),
+        _raw=(pl.col("raw") if "raw" in ev.columns else pl.col("message") if "message" in ev.columns else pl.col("_t"))
+        .str.split("\n")
+        .list.first(),
     ).with_row_index("_i")
 
     per_tpl = ev.group_by("_key", "_t").agg(pl.len().alias("_n"))
@@ -134,35 +161,56 @@ def unknown_signatures(events: pl.DataFrame, *, model: LoadedModel | None = None
     offset = int(labels.max()) + 1 if len(labels) else 0
     label_of = dict(zip(head, labels.tolist()))
     label_of.update({k: offset + i for i, k in enumerate(keys[max_clustered_keys:])})
-    key_map = pl.DataFrame({"_key": keys, "_sig": [label_of[k] for k in keys]},
-                           schema={"_key": pl.String, "_sig": pl.Int64})
+    key_map = pl.DataFrame(
+        {"_key": keys, "_sig": [label_of[k] for k in keys]}, schema={"_key": pl.String, "_sig": pl.Int64}
+    )
 
     per_tpl = per_tpl.join(key_map, on="_key")
     # representative: the most frequent template of the signature (ties: the shortest, then
     # the first in sort order), so the same data always gives the same signature id
-    rep = (per_tpl.sort(["_sig", "_n", pl.col("_t").str.len_chars(), "_t"], descending=[False, True, False, False])
-           .group_by("_sig", maintain_order=True).first()
-           .select("_sig", pl.col("_t").alias("template"), pl.col("_key").alias("_rkey")))
+    rep = (
+        per_tpl.sort(["_sig", "_n", pl.col("_t").str.len_chars(), "_t"], descending=[False, True, False, False])
+        .group_by("_sig", maintain_order=True)
+        .first()
+        .select("_sig", pl.col("_t").alias("template"), pl.col("_key").alias("_rkey"))
+    )
     ev = ev.join(key_map, on="_key")
-    variants = (per_tpl.sort(["_sig", "_n", "_t"], descending=[False, True, False])
-                .group_by("_sig", maintain_order=True).agg(pl.col("_t").head(MAX_LISTED_TEMPLATES).alias("templates")))
-    example = (ev.join(rep, on="_sig").filter(pl.col("_t") == pl.col("template"))
-               .sort(["_ts", "_i"], nulls_last=True).group_by("_sig", maintain_order=True)
-               .agg(pl.col("_raw").first().alias("example")))
+    variants = (
+        per_tpl.sort(["_sig", "_n", "_t"], descending=[False, True, False])
+        .group_by("_sig", maintain_order=True)
+        .agg(pl.col("_t").head(MAX_LISTED_TEMPLATES).alias("templates"))
+    )
+    example = (
+        ev.join(rep, on="_sig")
+        .filter(pl.col("_t") == pl.col("template"))
+        .sort(["_ts", "_i"], nulls_last=True)
+        .group_by("_sig", maintain_order=True)
+        .agg(pl.col("_raw").first().alias("example"))
+    )
     agg = ev.group_by("_sig").agg(
-        pl.len().cast(pl.Int64).alias("count"), pl.col("_t").n_unique().cast(pl.Int64).alias("n_templates"),
+        pl.len().cast(pl.Int64).alias("count"),
+        pl.col("_t").n_unique().cast(pl.Int64).alias("n_templates"),
         pl.col("_node").drop_nulls().unique().sort().alias("nodes"),
         pl.col("_family").drop_nulls().unique().sort().alias("families"),
-        pl.col("_ts").min().alias("first_seen"), pl.col("_ts").max().alias("last_seen"))
-    out = (agg.join(rep, on="_sig").join(variants, on="_sig").join(example, on="_sig", how="left")
-           .with_columns(signature_id=pl.col("_rkey").map_elements(signature_id, return_dtype=pl.String),
-                         n_nodes=pl.col("nodes").list.len().cast(pl.Int64)))
+        pl.col("_ts").min().alias("first_seen"),
+        pl.col("_ts").max().alias("last_seen"),
+    )
+    out = (
+        agg.join(rep, on="_sig")
+        .join(variants, on="_sig")
+        .join(example, on="_sig", how="left")
+        .with_columns(
+            signature_id=pl.col("_rkey").map_elements(signature_id, return_dtype=pl.String),
+            n_nodes=pl.col("nodes").list.len().cast(pl.Int64),
+        )
+    )
 
     mdl = _model_or_none(model)
     if mdl is not None:
         top = predict_proba_top(out["template"].unique(), mdl)
-        out = out.join(top.rename({"text": "template", "top": "predicted_category", "p": "confidence"}),
-                       on="template", how="left")
+        out = out.join(
+            top.rename({"text": "template", "top": "predicted_category", "p": "confidence"}), on="template", how="left"
+        )
     else:
         out = out.with_columns(predicted_category=pl.lit(None, pl.String), confidence=pl.lit(None, pl.Float64))
     out = out.with_columns(resolved_by_model=(pl.col("confidence") >= threshold).fill_null(False))
@@ -171,6 +219,7 @@ def unknown_signatures(events: pl.DataFrame, *, model: LoadedModel | None = None
 
 
 # --- node failure profiles ---------------------------------------------------------------------
+
 
 def _choose_k(x: np.ndarray, k_max: int, random_state: int) -> np.ndarray:
     from sklearn.cluster import KMeans
@@ -185,14 +234,19 @@ def _choose_k(x: np.ndarray, k_max: int, random_state: int) -> np.ndarray:
         if len(set(labels.tolist())) < 2:
             continue
         score = silhouette_score(x, labels, sample_size=min(n, 2000), random_state=random_state)
-        if score > best + 1e-9:          # ties keep the smaller k
+        if score > best + 1e-9:  # ties keep the smaller k
             best, best_labels = score, labels
     return best_labels
 
 
-def node_failure_profiles(incidents: pl.DataFrame, node_health: pl.DataFrame | None = None, *,
-                          k_max: int = 8, random_state: int = 0,
-                          dominant_share: float = DOMINANT_SHARE) -> pl.DataFrame:
+def node_failure_profiles(
+    incidents: pl.DataFrame,
+    node_health: pl.DataFrame | None = None,
+    *,
+    k_max: int = 8,
+    random_state: int = 0,
+    dominant_share: float = DOMINANT_SHARE,
+) -> pl.DataFrame:
     """Nodes with at least one incident, clustered by their per-category incident mix.
 
     Each node's profile is its share of incidents per category; KMeans (``random_state``) runs
@@ -232,24 +286,32 @@ def node_failure_profiles(incidents: pl.DataFrame, node_health: pl.DataFrame | N
         dom[renum[g]] = [cats[i] for i in idx]
     lab = np.array([renum[g] for g in labels.tolist()], dtype=np.int32)
     top_idx = share.argmax(axis=1)
-    out = wide.select(keys).with_columns(
-        n_incidents=pl.Series(total.astype(np.int64)),
-        top_category=pl.Series([cats[i] for i in top_idx], dtype=pl.String),
-        top_share=pl.Series(share[np.arange(n), top_idx]),
-        profile_cluster=pl.Series(lab, dtype=pl.Int32),
-        dominant_categories=pl.Series([dom[int(v)] for v in lab], dtype=pl.List(pl.String)),
-    ).with_columns(cluster_size=pl.len().over("profile_cluster").cast(pl.Int64))
+    out = (
+        wide.select(keys)
+        .with_columns(
+            n_incidents=pl.Series(total.astype(np.int64)),
+            top_category=pl.Series([cats[i] for i in top_idx], dtype=pl.String),
+            top_share=pl.Series(share[np.arange(n), top_idx]),
+            profile_cluster=pl.Series(lab, dtype=pl.Int32),
+            dominant_categories=pl.Series([dom[int(v)] for v in lab], dtype=pl.List(pl.String)),
+        )
+        .with_columns(cluster_size=pl.len().over("profile_cluster").cast(pl.Int64))
+    )
 
     rack = inc.group_by(keys).agg(pl.col("rack").drop_nulls().first()) if "rack" in inc.columns else None
     out = out.join(rack, on=keys, how="left") if rack is not None else out.with_columns(rack=pl.lit(None, pl.String))
     if node_health is not None and "rate_per_1k" in node_health.columns:
-        nh = node_health.select(*keys, pl.col("rate_per_1k").cast(pl.Float64),
-                                *([pl.col("rack").alias("_nh_rack")] if "rack" in node_health.columns else []))
+        nh = node_health.select(
+            *keys,
+            pl.col("rate_per_1k").cast(pl.Float64),
+            *([pl.col("rack").alias("_nh_rack")] if "rack" in node_health.columns else []),
+        )
         out = out.join(nh, on=keys, how="left")
         if "_nh_rack" in out.columns:
             out = out.with_columns(rack=pl.coalesce("rack", "_nh_rack")).drop("_nh_rack")
     else:
         out = out.with_columns(rate_per_1k=pl.lit(None, pl.Float64))
-    out = out.sort(["profile_cluster", "n_incidents", "provider", "cluster", "node"],
-                   descending=[False, True, False, False, False])
+    out = out.sort(
+        ["profile_cluster", "n_incidents", "provider", "cluster", "node"], descending=[False, True, False, False, False]
+    )
     return out.select([pl.col(c).cast(t) for c, t in PROFILE_SCHEMA.items()])

@@ -1,4 +1,5 @@
 """Exact Poisson intervals and tests, Benjamini-Hochberg (vectorized over numpy arrays)."""
+
 from __future__ import annotations
 
 import numpy as np

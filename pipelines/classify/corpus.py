@@ -2,6 +2,7 @@
 
 A fifth of the *origins* (an issue thread, or a repository for its files) is reserved for
 scoring only; which one is decided by a hash of the origin, so no one picks it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,7 @@ def split_of(source: str) -> str:
 def reserved_by_rank(sources: list[str], salt: str = "faultline-jobs:") -> set[str]:
     """For a small set (the job-output cases): the fifth of origins with the smallest hash,
     so the reserved share is a fifth however the hashes fall."""
-    origins = sorted({origin(s) for s in sources},
-                     key=lambda o: hashlib.sha256((salt + o).encode()).hexdigest())
+    origins = sorted({origin(s) for s in sources}, key=lambda o: hashlib.sha256((salt + o).encode()).hexdigest())
     return set(origins[: -(-len(origins) // 5)])
 
 

@@ -4,6 +4,7 @@ Only lines that contain one of the rule keywords or error words (the prefilter) 
 looked at by the rules; everything else is benign by construction, which the rule-data
 tests guarantee (every rule names keywords present in each line it can match).
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -15,8 +16,11 @@ INT_GROUPS = {"xid", "sxid", "caused_by_xid", "rank", "cuda_dev"}
 _SYMPTOMS = ("collective_timeout", "scheduler")
 
 _RECOVERY_ACTIONS = {
-    "none": "none", "drain p2p": "drain_node", "drain and reset": "drain_node",
-    "gpu reset required": "reset_gpu", "node reboot required": "reboot_node",
+    "none": "none",
+    "drain p2p": "drain_node",
+    "drain and reset": "drain_node",
+    "gpu reset required": "reset_gpu",
+    "node reboot required": "reboot_node",
 }
 
 _MASKS = [
@@ -55,20 +59,32 @@ def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
     cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
     out = _classify_candidates(cand, rs)
     full = base.select("_row").join(out, on="_row", how="left").sort("_row")
-    return full.with_columns(
-        cand=pl.col("cand").fill_null(False),
-        category=pl.col("category").fill_null("benign"),
-        severity=pl.col("severity").fill_null("info"),
-        action=pl.col("action").fill_null("none"),
-        continues=pl.col("continues").fill_null(False),
-        keep=pl.col("keep").fill_null(False),
-    ).drop("_row") if n else _empty_result()
+    return (
+        full.with_columns(
+            cand=pl.col("cand").fill_null(False),
+            category=pl.col("category").fill_null("benign"),
+            severity=pl.col("severity").fill_null("info"),
+            action=pl.col("action").fill_null("none"),
+            continues=pl.col("continues").fill_null(False),
+            keep=pl.col("keep").fill_null(False),
+        ).drop("_row")
+        if n
+        else _empty_result()
+    )
 
 
 def _empty_result() -> pl.DataFrame:
-    cols = {"cand": pl.Boolean, "rule_idx": pl.Int32, "family": pl.String, "category": pl.String,
-            "severity": pl.String, "action": pl.String, "rule_id": pl.String,
-            "continues": pl.Boolean, "keep": pl.Boolean}
+    cols = {
+        "cand": pl.Boolean,
+        "rule_idx": pl.Int32,
+        "family": pl.String,
+        "category": pl.String,
+        "severity": pl.String,
+        "action": pl.String,
+        "rule_id": pl.String,
+        "continues": pl.Boolean,
+        "keep": pl.Boolean,
+    }
     cols.update({g: (pl.Int32 if g in INT_GROUPS else pl.String) for g in GROUP_NAMES})
     return pl.DataFrame(schema=cols)
 
@@ -92,18 +108,29 @@ def first_rule(msgs: pl.Series, rs: RuleSet) -> pl.Series:
     engine cannot skip ahead on)."""
     keys = rs.keyword_rules
     found = msgs.str.extract_many(list(keys), overlapping=True)
-    pairs = (pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True), "kw": found})
-             .explode("kw").drop_nulls("kw")
-             .join(pl.DataFrame({"kw": list(keys), "rule_idx": [list(v) for v in keys.values()]},
-                                schema={"kw": pl.String, "rule_idx": pl.List(pl.Int32)}), on="kw")
-             .explode("rule_idx").select("_row", "rule_idx").unique(maintain_order=True))
+    pairs = (
+        pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True), "kw": found})
+        .explode("kw")
+        .drop_nulls("kw")
+        .join(
+            pl.DataFrame(
+                {"kw": list(keys), "rule_idx": [list(v) for v in keys.values()]},
+                schema={"kw": pl.String, "rule_idx": pl.List(pl.Int32)},
+            ),
+            on="kw",
+        )
+        .explode("rule_idx")
+        .select("_row", "rule_idx")
+        .unique(maintain_order=True)
+    )
     hits = [pl.DataFrame(schema={"_row": pl.Int64, "rule_idx": pl.Int32})]
     for (idx,), part in pairs.partition_by("rule_idx", as_dict=True).items():
         ok = msgs.gather(part["_row"]).str.contains(rs.rules[idx].pattern)
         hits.append(part.filter(ok))
     best = pl.concat(hits).group_by("_row").agg(pl.col("rule_idx").min())
-    return (pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True)})
-            .join(best, on="_row", how="left", maintain_order="left")["rule_idx"])
+    return pl.DataFrame({"_row": pl.int_range(len(msgs), dtype=pl.Int64, eager=True)}).join(
+        best, on="_row", how="left", maintain_order="left"
+    )["rule_idx"]
 
 
 def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
@@ -119,59 +146,102 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         if idx is not None and rules[idx].groups:
             ext = part["msg"].str.extract_groups(rules[idx].pattern).struct.unnest()
             cols = {g: ext[g] for g in rules[idx].groups}
-        part = part.with_columns([
-            (pl.Series(g, cols[g]) if g in cols else pl.lit(None, pl.String).alias(g))
-            for g in group_schema])
+        part = part.with_columns(
+            [(pl.Series(g, cols[g]) if g in cols else pl.lit(None, pl.String).alias(g)) for g in group_schema]
+        )
         parts.append(part)
-    cand = pl.concat(parts) if parts else cand.with_columns(
-        [pl.lit(None, pl.String).alias(g) for g in group_schema])
+    cand = pl.concat(parts) if parts else cand.with_columns([pl.lit(None, pl.String).alias(g) for g in group_schema])
     cand = cand.with_columns([pl.col(g).cast(pl.Int32, strict=False) for g in INT_GROUPS])
     cand = cand.with_columns(gpu_pci=normalize_pci(pl.col("gpu_pci")))
 
-    meta = pl.DataFrame({
-        "rule_idx": pl.Series(range(len(rules)), dtype=pl.Int32),
-        "rule_id": [r.id for r in rules], "family": [r.family for r in rules],
-        "_rcat": [r.category for r in rules], "_rsev": [r.severity for r in rules],
-        "_ract": [r.action for r in rules], "continues": [r.continues for r in rules],
-        "keep": [r.keep for r in rules],
-    })
+    meta = pl.DataFrame(
+        {
+            "rule_idx": pl.Series(range(len(rules)), dtype=pl.Int32),
+            "rule_id": [r.id for r in rules],
+            "family": [r.family for r in rules],
+            "_rcat": [r.category for r in rules],
+            "_rsev": [r.severity for r in rules],
+            "_ract": [r.action for r in rules],
+            "continues": [r.continues for r in rules],
+            "keep": [r.keep for r in rules],
+        }
+    )
     cat = rs.xid_catalog.select(
-        pl.col("xid").cast(pl.Int32), pl.col("category").alias("_xcat"),
-        pl.col("severity").alias("_xsev"), pl.col("action").alias("_xact"))
+        pl.col("xid").cast(pl.Int32),
+        pl.col("category").alias("_xcat"),
+        pl.col("severity").alias("_xsev"),
+        pl.col("action").alias("_xact"),
+    )
     cause = cat.select(pl.col("xid").alias("caused_by_xid"), pl.col("_xcat").alias("_ccat"))
-    cand = (cand.join(meta, on="rule_idx", how="left")
-            .join(cat, on="xid", how="left").join(cause, on="caused_by_xid", how="left"))
+    cand = (
+        cand.join(meta, on="rule_idx", how="left")
+        .join(cat, on="xid", how="left")
+        .join(cause, on="caused_by_xid", how="left")
+    )
 
     from_xid = pl.col("_rcat") == "from_xid"
     # Xid 45 names its cause: it takes that cause's category unless the cause is the app.
-    xcat = (pl.when(pl.col("_ccat").is_not_null() & (pl.col("_ccat") != "user_app"))
-            .then(pl.col("_ccat")).otherwise(pl.col("_xcat")))
-    rec = pl.col("recovery_action").str.to_lowercase().str.strip_chars().replace_strict(
-        _RECOVERY_ACTIONS, default=None)
+    xcat = (
+        pl.when(pl.col("_ccat").is_not_null() & (pl.col("_ccat") != "user_app"))
+        .then(pl.col("_ccat"))
+        .otherwise(pl.col("_xcat"))
+    )
+    rec = pl.col("recovery_action").str.to_lowercase().str.strip_chars().replace_strict(_RECOVERY_ACTIONS, default=None)
     is_err = pl.col("msg").str.contains(rs.error_regex) if rs.error_words else pl.lit(False)
     if rs.benign_despite:
         is_err = is_err & ~pl.col("msg").str.contains_any(list(rs.benign_despite))
     matched = pl.col("rule_idx").is_not_null()
-    category = (pl.when(from_xid).then(pl.coalesce(xcat, pl.lit("unknown")))
-                .when(pl.col("_rcat") == "from_sxid").then(pl.lit("nvlink"))
-                .when(matched).then(pl.col("_rcat"))
-                .when(is_err).then(pl.lit("unknown")).otherwise(pl.lit("benign")))
-    severity = (pl.when(from_xid).then(pl.coalesce(pl.col("_rsev"), pl.col("_xsev"), pl.lit("error")))
-                .when(matched).then(pl.coalesce(pl.col("_rsev"),
-                                                pl.when(pl.col("_rcat") == "benign").then(pl.lit("info")).otherwise(pl.lit("error"))))
-                .when(is_err).then(pl.lit("warning")).otherwise(pl.lit("info")))
-    action = (pl.when(pl.col("recovery_action").is_not_null() & rec.is_not_null()).then(rec)
-              .when(from_xid).then(pl.coalesce(pl.col("_ract"), pl.col("_xact"), pl.lit("none")))
-              .when(matched).then(pl.coalesce(pl.col("_ract"), pl.lit("none")))
-              .otherwise(pl.lit("none")))
+    category = (
+        pl.when(from_xid)
+        .then(pl.coalesce(xcat, pl.lit("unknown")))
+        .when(pl.col("_rcat") == "from_sxid")
+        .then(pl.lit("nvlink"))
+        .when(matched)
+        .then(pl.col("_rcat"))
+        .when(is_err)
+        .then(pl.lit("unknown"))
+        .otherwise(pl.lit("benign"))
+    )
+    severity = (
+        pl.when(from_xid)
+        .then(pl.coalesce(pl.col("_rsev"), pl.col("_xsev"), pl.lit("error")))
+        .when(matched)
+        .then(
+            pl.coalesce(
+                pl.col("_rsev"), pl.when(pl.col("_rcat") == "benign").then(pl.lit("info")).otherwise(pl.lit("error"))
+            )
+        )
+        .when(is_err)
+        .then(pl.lit("warning"))
+        .otherwise(pl.lit("info"))
+    )
+    action = (
+        pl.when(pl.col("recovery_action").is_not_null() & rec.is_not_null())
+        .then(rec)
+        .when(from_xid)
+        .then(pl.coalesce(pl.col("_ract"), pl.col("_xact"), pl.lit("none")))
+        .when(matched)
+        .then(pl.coalesce(pl.col("_ract"), pl.lit("none")))
+        .otherwise(pl.lit("none"))
+    )
     return cand.with_columns(
-        cand=pl.lit(True), category=category, severity=severity, action=action,
+        cand=pl.lit(True),
+        category=category,
+        severity=severity,
+        action=action,
         rule_id=pl.when(matched).then(pl.col("rule_id")).when(is_err).then(pl.lit("error_words")),
     ).drop("msg", "_rcat", "_rsev", "_ract", "_xcat", "_xsev", "_xact", "_ccat")
 
 
 def evidence_rank(category: pl.Expr, rule_idx: pl.Expr) -> pl.Expr:
     """Sort key for the line that speaks for a joined event: specific faults first."""
-    tier = (pl.when(category == "benign").then(4).when(category == "unknown").then(3)
-            .when(category.is_in(_SYMPTOMS)).then(2).otherwise(1))
+    tier = (
+        pl.when(category == "benign")
+        .then(4)
+        .when(category == "unknown")
+        .then(3)
+        .when(category.is_in(_SYMPTOMS))
+        .then(2)
+        .otherwise(1)
+    )
     return tier * 100_000 + rule_idx.fill_null(99_999)

@@ -19,6 +19,7 @@ metadata names; a metadata file next to it is not trusted for this, since whoeve
 model could write that too. To use a retrained model, train it into the package
 (``faultline train-classifier`` without ``--out``), which rewrites both files together.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,10 +46,25 @@ CV_FOLDS = 5
 RANDOM_STATE = 0
 
 # Feature extraction, kept small: the shipped file must stay well under 2 MB.
-WORD_FEATURES = dict(analyzer="word", ngram_range=(1, 2), lowercase=True, sublinear_tf=True,
-                     min_df=1, max_features=4000, token_pattern=r"(?u)\b\w\w+\b", dtype=np.float32)
-CHAR_FEATURES = dict(analyzer="char_wb", ngram_range=(2, 5), lowercase=True, sublinear_tf=True,
-                     min_df=2, max_features=10000, dtype=np.float32)
+WORD_FEATURES = dict(
+    analyzer="word",
+    ngram_range=(1, 2),
+    lowercase=True,
+    sublinear_tf=True,
+    min_df=1,
+    max_features=4000,
+    token_pattern=r"(?u)\b\w\w+\b",
+    dtype=np.float32,
+)
+CHAR_FEATURES = dict(
+    analyzer="char_wb",
+    ngram_range=(2, 5),
+    lowercase=True,
+    sublinear_tf=True,
+    min_df=2,
+    max_features=10000,
+    dtype=np.float32,
+)
 SVM = dict(C=1.0, class_weight="balanced", max_iter=5000)
 CALIBRATION = dict(method="sigmoid", cv=3, ensemble=False)
 
@@ -77,14 +93,14 @@ class LoadedModel:
 
 # --- training ----------------------------------------------------------------------------------
 
+
 def make_pipeline():
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.pipeline import FeatureUnion, Pipeline
     from sklearn.svm import LinearSVC
 
-    features = FeatureUnion([("word", TfidfVectorizer(**WORD_FEATURES)),
-                             ("char", TfidfVectorizer(**CHAR_FEATURES))])
+    features = FeatureUnion([("word", TfidfVectorizer(**WORD_FEATURES)), ("char", TfidfVectorizer(**CHAR_FEATURES))])
     clf = CalibratedClassifierCV(LinearSVC(random_state=RANDOM_STATE, **SVM), **CALIBRATION)
     return Pipeline([("features", features), ("clf", clf)])
 
@@ -123,19 +139,27 @@ def train(texts, labels, *, sources=None, cv: int = CV_FOLDS) -> tuple[object, d
         pred = cross_val_predict(clone(pipe), x, y, cv=folds)
         p, r, f, s = precision_recall_fscore_support(y, pred, labels=classes, zero_division=0)
         metrics["cv"] = {
-            "folds": cv, "scheme": f"StratifiedKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})",
+            "folds": cv,
+            "scheme": f"StratifiedKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})",
             "accuracy": round(float(accuracy_score(y, pred)), 4),
             "macro_f1": round(float(f1_score(y, pred, average="macro")), 4),
-            "per_class": {str(c): {"precision": round(float(pi), 4), "recall": round(float(ri), 4),
-                                   "f1": round(float(fi), 4), "support": int(si)}
-                          for c, pi, ri, fi, si in zip(classes, p, r, f, s)},
+            "per_class": {
+                str(c): {
+                    "precision": round(float(pi), 4),
+                    "recall": round(float(ri), 4),
+                    "f1": round(float(fi), 4),
+                    "support": int(si),
+                }
+                for c, pi, ri, fi, si in zip(classes, p, r, f, s)
+            },
         }
         if sources is not None:
             src = np.array([str(s_).split(":")[0] for s_ in sources])
             ok = np.array(pred) == np.array(y)
             metrics["cv"]["accuracy_by_source"] = {
                 str(k): {"accuracy": round(float(ok[src == k].mean()), 4), "n": int((src == k).sum())}
-                for k in sorted(set(src))}
+                for k in sorted(set(src))
+            }
     pipe.fit(x, y)
     return pipe, metrics
 
@@ -144,17 +168,23 @@ def describe_features(pipeline) -> dict:
     union = pipeline.named_steps["features"]
     out = {"input": "masked template (faultline.classify.engine.mask_template)"}
     for name, vec in union.transformer_list:
-        params = {k: v for k, v in vec.get_params().items()
-                  if k in ("analyzer", "ngram_range", "lowercase", "sublinear_tf", "min_df", "max_features",
-                           "token_pattern")}
+        params = {
+            k: v
+            for k, v in vec.get_params().items()
+            if k in ("analyzer", "ngram_range", "lowercase", "sublinear_tf", "min_df", "max_features", "token_pattern")
+        }
         params["ngram_range"] = list(params["ngram_range"])
         if params["analyzer"] != "word":
             params.pop("token_pattern", None)
         params["n_features"] = len(vec.vocabulary_)
         out[name] = {"vectorizer": "TfidfVectorizer", **params}
     clf = pipeline.named_steps["clf"]
-    out["classifier"] = {"estimator": "LinearSVC", **{k: v for k, v in SVM.items()},
-                         "calibration": "CalibratedClassifierCV", **CALIBRATION}
+    out["classifier"] = {
+        "estimator": "LinearSVC",
+        **{k: v for k, v in SVM.items()},
+        "calibration": "CalibratedClassifierCV",
+        **CALIBRATION,
+    }
     out["classifier"]["class_weight"] = str(out["classifier"]["class_weight"])
     out["classes"] = [str(c) for c in clf.classes_]
     return out
@@ -199,6 +229,7 @@ def save(pipeline, metrics: dict, path: str | Path) -> dict:
 
 # --- loading -----------------------------------------------------------------------------------
 
+
 def _shipped():
     return resources.files("faultline.models").joinpath("trained")
 
@@ -216,8 +247,11 @@ def _unpickle(blob: bytes, meta: dict):
     import sklearn
 
     if meta.get("sklearn_version") and meta["sklearn_version"] != sklearn.__version__:
-        warnings.warn(f"{MODEL_FILE} was trained with scikit-learn {meta['sklearn_version']}, running "
-                      f"{sklearn.__version__}; retrain with `faultline train-classifier`", stacklevel=3)
+        warnings.warn(
+            f"{MODEL_FILE} was trained with scikit-learn {meta['sklearn_version']}, running "
+            f"{sklearn.__version__}; retrain with `faultline train-classifier`",
+            stacklevel=3,
+        )
     return joblib.load(io.BytesIO(blob))
 
 
@@ -239,7 +273,8 @@ def load_model(path: str | Path | None = None) -> LoadedModel:
         raise ModelIntegrityError(
             f"refusing to load {file}: sha256 {sha[:16]}... is not a model the shipped metadata names "
             f"(faultline only unpickles its own shipped model; retrain into the package with "
-            f"`faultline train-classifier`)")
+            f"`faultline train-classifier`)"
+        )
     return LoadedModel(_unpickle(blob, meta), meta)
 
 
@@ -250,8 +285,10 @@ def _load_shipped() -> LoadedModel:
     blob = root.joinpath(meta.get("model_file", MODEL_FILE)).read_bytes()
     sha = hashlib.sha256(blob).hexdigest()
     if sha != meta["model_sha256"]:
-        raise ModelIntegrityError(f"shipped {MODEL_FILE} does not match its metadata (sha256 {sha[:16]}... "
-                                  f"!= {meta['model_sha256'][:16]}...); refusing to unpickle it")
+        raise ModelIntegrityError(
+            f"shipped {MODEL_FILE} does not match its metadata (sha256 {sha[:16]}... "
+            f"!= {meta['model_sha256'][:16]}...); refusing to unpickle it"
+        )
     return LoadedModel(_unpickle(blob, meta), meta)
 
 
@@ -262,21 +299,26 @@ def clear_cache() -> None:
 
 # --- prediction --------------------------------------------------------------------------------
 
+
 def predict_proba_top(texts: pl.Series, model: LoadedModel) -> pl.DataFrame:
     """Top class and its probability for each *masked* text, computed once per distinct text."""
     uniq = texts.unique(maintain_order=True)
     if uniq.len() == 0:
-        return pl.DataFrame({"text": [], "top": [], "p": []},
-                            schema={"text": pl.String, "top": pl.String, "p": pl.Float64})
+        return pl.DataFrame(
+            {"text": [], "top": [], "p": []}, schema={"text": pl.String, "top": pl.String, "p": pl.Float64}
+        )
     proba = model.pipeline.predict_proba(uniq.to_list())
     idx = proba.argmax(axis=1)
     classes = np.asarray(model.classes, dtype=object)
-    return pl.DataFrame({"text": uniq, "top": classes[idx].tolist(), "p": proba[np.arange(len(idx)), idx]},
-                        schema={"text": pl.String, "top": pl.String, "p": pl.Float64})
+    return pl.DataFrame(
+        {"text": uniq, "top": classes[idx].tolist(), "p": proba[np.arange(len(idx)), idx]},
+        schema={"text": pl.String, "top": pl.String, "p": pl.Float64},
+    )
 
 
-def predict(messages: pl.Series, *, threshold: float = DEFAULT_THRESHOLD,
-            model: LoadedModel | None = None) -> pl.DataFrame:
+def predict(
+    messages: pl.Series, *, threshold: float = DEFAULT_THRESHOLD, model: LoadedModel | None = None
+) -> pl.DataFrame:
     """One row per message: ``category`` (``unknown`` below ``threshold``) and ``confidence``
     (the model's probability of its top class). Messages are masked here; empty and null
     messages are ``unknown`` with confidence 0."""
@@ -298,8 +340,13 @@ def _event_text(events: pl.DataFrame) -> pl.Expr:
     return pl.col("template")
 
 
-def apply_model(events: pl.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
-                model: LoadedModel | None = None, domains: dict[str, str] | None = None) -> pl.DataFrame:
+def apply_model(
+    events: pl.DataFrame,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    model: LoadedModel | None = None,
+    domains: dict[str, str] | None = None,
+) -> pl.DataFrame:
     """Upgrade rule-``unknown`` events with the model's category where it is sure enough.
 
     Only rows with ``category == "unknown"`` are looked at. Where the model's top class reaches
@@ -317,6 +364,7 @@ def apply_model(events: pl.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
     model = model or load_model()
     if domains is None and "domain" in events.columns:
         from .ruleset import load_ruleset
+
         domains = load_ruleset().taxonomy.domains
     ev = events.with_row_index("_mrow")
     sub = ev.filter(unk).select("_mrow", _event_text(ev).alias("_mtext"))
@@ -330,6 +378,10 @@ def apply_model(events: pl.DataFrame, *, threshold: float = DEFAULT_THRESHOLD,
     else:
         cols.append(pl.when(hit).then(pl.lit(model.rule_id)).otherwise(pl.lit(None, pl.String)).alias("rule_id"))
     if "domain" in ev.columns:
-        cols.append(pl.when(hit).then(pl.col("_mcat").replace_strict(domains, default="unknown"))
-                    .otherwise(pl.col("domain")).alias("domain"))
+        cols.append(
+            pl.when(hit)
+            .then(pl.col("_mcat").replace_strict(domains, default="unknown"))
+            .otherwise(pl.col("domain"))
+            .alias("domain")
+        )
     return ev.with_columns(cols).drop("_mrow", "_mcat")

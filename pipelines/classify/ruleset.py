@@ -1,4 +1,5 @@
 """Load the versioned rule data shipped in ``faultline.models`` (never paths into the repo)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,13 +8,25 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from importlib import resources
+from pathlib import Path
 
 import polars as pl
 import yaml
-from pathlib import Path
 
-GROUP_NAMES = ("gpu_pci", "gpu_uuid", "gpu_serial", "xid", "sxid", "caused_by_xid", "nccl_status",
-               "rank", "node", "job_id", "cuda_dev", "recovery_action")
+GROUP_NAMES = (
+    "gpu_pci",
+    "gpu_uuid",
+    "gpu_serial",
+    "xid",
+    "sxid",
+    "caused_by_xid",
+    "nccl_status",
+    "rank",
+    "node",
+    "job_id",
+    "cuda_dev",
+    "recovery_action",
+)
 SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
 
 
@@ -33,7 +46,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Taxonomy:
-    domains: dict[str, str]          # category -> domain
+    domains: dict[str, str]  # category -> domain
     actions: tuple[str, ...]
     severities: tuple[str, ...]
 
@@ -43,9 +56,9 @@ class RuleSet:
     rules: tuple[Rule, ...]
     taxonomy: Taxonomy
     xid_catalog: pl.DataFrame
-    error_words: tuple[str, ...]     # case-sensitive literal variants
+    error_words: tuple[str, ...]  # case-sensitive literal variants
     benign_despite: tuple[str, ...]
-    version: str                     # content hash of all rule data
+    version: str  # content hash of all rule data
 
     @cached_property
     def prefilter_literals(self) -> tuple[str, ...]:
@@ -116,17 +129,31 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
             cat = r["category"]
             if cat not in taxonomy.domains and cat not in SPECIAL_CATEGORIES:
                 raise ValueError(f"rule {r['id']}: unknown category {cat!r}")
-            rules.append(Rule(
-                id=r["id"], family=r.get("family", f["family"]), pattern=r["pattern"], category=cat,
-                severity=r.get("severity"), action=r.get("action"),
-                keywords=tuple(r.get("keywords") or ()), continues=bool(r.get("continues", False)),
-                keep=bool(r.get("keep", False)), groups=groups,
-            ))
+            rules.append(
+                Rule(
+                    id=r["id"],
+                    family=r.get("family", f["family"]),
+                    pattern=r["pattern"],
+                    category=cat,
+                    severity=r.get("severity"),
+                    action=r.get("action"),
+                    keywords=tuple(r.get("keywords") or ()),
+                    continues=bool(r.get("continues", False)),
+                    keep=bool(r.get("keep", False)),
+                    groups=groups,
+                )
+            )
     cat_bytes = _read("xid_catalog.csv")
     words = yaml.safe_load(_read("error_words.yaml"))
     for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml")):
         digest.update(blob)
     catalog = pl.read_csv(io.BytesIO(cat_bytes), schema_overrides={"xid": pl.Int32})
     error_words = tuple(v for w in words.get("words", []) for v in _variants(w))
-    return RuleSet(tuple(rules), taxonomy, catalog, error_words,
-                   tuple(words.get("benign_despite", []) or ()), digest.hexdigest()[:12])
+    return RuleSet(
+        tuple(rules),
+        taxonomy,
+        catalog,
+        error_words,
+        tuple(words.get("benign_despite", []) or ()),
+        digest.hexdigest()[:12],
+    )

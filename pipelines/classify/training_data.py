@@ -13,6 +13,7 @@ Three sources, all shipped in ``faultline.models`` (never read from tests/ or th
 Texts are masked templates (:func:`faultline.classify.engine.mask_template`): numbers,
 addresses and ids never reach the model. Identical (template, label) pairs are kept once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -73,11 +74,27 @@ def curated_examples(models_dir: str | None = None) -> pl.DataFrame:
 _HOSTS = ["node-a17", "gpu-b07", "dgx-h100-042", "hgx-node-3", "worker-12", "trn-c01", "compute-r7-n4"]
 _USERS = ["alice", "bob", "svc-train", "mlops", "carol"]
 _MODELS = ["llama-70b", "gpt-neox-20b", "mixtral-8x7b", "vit-huge", "t5-xxl", "bert-large"]
-_PATHS = ["/scratch/ckpt/run-42", "/lustre/exp/llama/ckpt", "/mnt/weka/out/mixtral", "/home/alice/runs/vit",
-          "s3://ml-ckpt/gpt/step", "/gpfs/proj/t5/checkpoints"]
+_PATHS = [
+    "/scratch/ckpt/run-42",
+    "/lustre/exp/llama/ckpt",
+    "/mnt/weka/out/mixtral",
+    "/home/alice/runs/vit",
+    "s3://ml-ckpt/gpt/step",
+    "/gpfs/proj/t5/checkpoints",
+]
 _IFACES = ["ibp94s0", "ens1f0np0", "ib0", "enp65s0f0np0", "eth0", "bond0"]
-_SERVICES = ["nvidia-persistenced", "nvidia-fabricmanager", "slurmd", "dcgm-exporter", "chronyd", "sshd",
-             "nvidia-dcgm", "munge", "node_exporter", "containerd"]
+_SERVICES = [
+    "nvidia-persistenced",
+    "nvidia-fabricmanager",
+    "slurmd",
+    "dcgm-exporter",
+    "chronyd",
+    "sshd",
+    "nvidia-dcgm",
+    "munge",
+    "node_exporter",
+    "containerd",
+]
 _OPS = ["ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "BROADCAST", "SEND", "RECV"]
 
 _BENIGN_TEMPLATES = [
@@ -128,7 +145,7 @@ _BENIGN_TEMPLATES = [
     "sched: Allocate JobId={n} NodeList={host} #CPUs={n} Partition=gpu",
     "chronyd[{n}]: Selected source 10.0.0.1",
     "kernel: perf: interrupt took too long ({n} > {n}), lowering kernel.perf_event_max_sample_rate to {n}",
-    "audit: type=1400 audit({f}:{n}): apparmor=\"STATUS\" operation=\"profile_load\" name=\"{svc}\"",
+    'audit: type=1400 audit({f}:{n}): apparmor="STATUS" operation="profile_load" name="{svc}"',
     "wandb: Synced {model}-run-{n}: https://wandb.ai/{user}/{model}/runs/{x}",
     "wandb: network error resolved, resuming normal operation",
     "Using {d} GPUs with tensor parallel {d} and pipeline parallel {d} for {model}",
@@ -152,12 +169,18 @@ def benign_examples(n_per_template: int = 3, seed: int = 0) -> pl.DataFrame:
     """Synthetic benign lines: each template filled ``n_per_template`` times (seeded)."""
     rng = random.Random(seed)
     fill = {
-        "n": lambda: str(rng.randint(1, 99999)), "d": lambda: str(rng.randint(0, 7)),
-        "f": lambda: f"{rng.uniform(0, 100):.3f}", "e": lambda: f"{rng.uniform(1, 9):.2f}e-0{rng.randint(3, 6)}",
-        "x": lambda: f"{rng.getrandbits(48):x}", "host": lambda: rng.choice(_HOSTS),
-        "user": lambda: rng.choice(_USERS), "model": lambda: rng.choice(_MODELS),
-        "path": lambda: rng.choice(_PATHS), "iface": lambda: rng.choice(_IFACES),
-        "svc": lambda: rng.choice(_SERVICES), "op": lambda: rng.choice(_OPS),
+        "n": lambda: str(rng.randint(1, 99999)),
+        "d": lambda: str(rng.randint(0, 7)),
+        "f": lambda: f"{rng.uniform(0, 100):.3f}",
+        "e": lambda: f"{rng.uniform(1, 9):.2f}e-0{rng.randint(3, 6)}",
+        "x": lambda: f"{rng.getrandbits(48):x}",
+        "host": lambda: rng.choice(_HOSTS),
+        "user": lambda: rng.choice(_USERS),
+        "model": lambda: rng.choice(_MODELS),
+        "path": lambda: rng.choice(_PATHS),
+        "iface": lambda: rng.choice(_IFACES),
+        "svc": lambda: rng.choice(_SERVICES),
+        "op": lambda: rng.choice(_OPS),
     }
     rows = []
     for tpl in _BENIGN_TEMPLATES:
@@ -170,7 +193,7 @@ def benign_examples(n_per_template: int = 3, seed: int = 0) -> pl.DataFrame:
                     break
                 k = tpl.index("}", j)
                 out.append(tpl[i:j])
-                out.append(fill[tpl[j + 1:k]]())
+                out.append(fill[tpl[j + 1 : k]]())
                 i = k + 1
             rows.append(("".join(out), "benign", "synthetic_benign"))
     return pl.DataFrame(rows, schema=["message", "label", "source"], orient="row")
@@ -182,8 +205,7 @@ def build_training_set(models_dir: str | None = None) -> pl.DataFrame:
     df = pl.concat([rule_examples(models_dir), curated_examples(models_dir), benign_examples()])
     df = df.with_columns(text=mask(df["message"])).filter(pl.col("text").str.strip_chars() != "")
     # sources ranked so that a curated line wins a tie with a rule example of the same template
-    df = (df.sort("source", "message").unique(["text", "label"], keep="first", maintain_order=True)
-          .sort("label", "text"))
+    df = df.sort("source", "message").unique(["text", "label"], keep="first", maintain_order=True).sort("label", "text")
     return df.select("text", "label", "source", "message")
 
 

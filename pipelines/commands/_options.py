@@ -1,4 +1,5 @@
 """Option helpers shared by the commands."""
+
 from __future__ import annotations
 
 import datetime as dt

@@ -1,4 +1,5 @@
 """``faultline demo``: simulate a small fleet, run the nightly pipeline on it, show the results."""
+
 from __future__ import annotations
 
 import sys
@@ -8,38 +9,59 @@ from pathlib import Path
 import click
 
 EXAMPLES = [
-    ("Which jobs died and why (last day)",
-     "faultline sql \"SELECT job_id, provider, state, root_cause, culprit_node, round(gpu_hours_lost,1) AS gpu_h "
-     "FROM job_failures WHERE domain <> 'symptom' ORDER BY ended DESC LIMIT 10\""),
-    ("Provider scoreboard (failures per 1,000 node-days, 95% CI)",
-     "faultline sql \"SELECT provider, round(rate_per_1k,1) AS rate, round(ci_low,1) AS lo, round(ci_high,1) AS hi, "
-     "infra_failed_jobs FROM provider_scoreboard WHERE level = 'provider' ORDER BY rate DESC\""),
-    ("Xid 79s per rack",
-     "faultline sql \"SELECT e.provider, i.rack, count(*) AS xid79 FROM events e JOIN inventory_latest i USING (provider, cluster, node) "
-     "WHERE e.xid = 79 GROUP BY ALL ORDER BY xid79 DESC\""),
+    (
+        "Which jobs died and why (last day)",
+        'faultline sql "SELECT job_id, provider, state, root_cause, culprit_node, round(gpu_hours_lost,1) AS gpu_h '
+        "FROM job_failures WHERE domain <> 'symptom' ORDER BY ended DESC LIMIT 10\"",
+    ),
+    (
+        "Provider scoreboard (failures per 1,000 node-days, 95% CI)",
+        'faultline sql "SELECT provider, round(rate_per_1k,1) AS rate, round(ci_low,1) AS lo, round(ci_high,1) AS hi, '
+        "infra_failed_jobs FROM provider_scoreboard WHERE level = 'provider' ORDER BY rate DESC\"",
+    ),
+    (
+        "Xid 79s per rack",
+        'faultline sql "SELECT e.provider, i.rack, count(*) AS xid79 FROM events e JOIN inventory_latest i USING (provider, cluster, node) '
+        'WHERE e.xid = 79 GROUP BY ALL ORDER BY xid79 DESC"',
+    ),
 ]
 
 
 @click.command()
-@click.option("--dir", "workdir", type=click.Path(path_type=Path), default="demo", show_default=True,
-              help="Where the simulated landing folder goes (DIR/landing, truth in DIR/landing/_truth).")
-@click.option("--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-              show_default=True, help="Where the lake, the analytics and faultline.duckdb go.")
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(path_type=Path),
+    default="demo",
+    show_default=True,
+    help="Where the simulated landing folder goes (DIR/landing, truth in DIR/landing/_truth).",
+)
+@click.option(
+    "--warehouse",
+    type=click.Path(path_type=Path),
+    envvar="FAULTLINE_WAREHOUSE",
+    default="warehouse",
+    show_default=True,
+    help="Where the lake, the analytics and faultline.duckdb go.",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 def demo(workdir: Path, warehouse: Path, seed: int):
     """Simulate the demo fleet (3 providers, ~100 nodes, 7 days), run the pipeline and the
     analytics on it, write the nightly report, then print where everything is and three
     queries to try."""
-    from ..simulate.evaluate import evaluate
     from ..launch.local import run_pipeline
     from ..simulate import simulate
+    from ..simulate.evaluate import evaluate
 
     t0 = time.perf_counter()
     landing = workdir / "landing"
     click.echo(f"1/3 simulating the demo fleet into {landing} ...", err=True)
     sim = simulate(landing, scenario="demo", seed=seed, overwrite=True)
-    click.echo(f"    {sim['nodes']} nodes, {sim['jobs']} jobs ({sim['failed_jobs']} failed), {sim['faults']} faults, "
-               f"{sim['files']} files, {sim['bytes'] / 1e6:.0f} MB", err=True)
+    click.echo(
+        f"    {sim['nodes']} nodes, {sim['jobs']} jobs ({sim['failed_jobs']} failed), {sim['faults']} faults, "
+        f"{sim['files']} files, {sim['bytes'] / 1e6:.0f} MB",
+        err=True,
+    )
     click.echo("2/3 running the pipeline (ingest every partition, then the analytics and the report) ...", err=True)
     tty = sys.stderr.isatty()
 
@@ -52,21 +74,28 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     summary = run_pipeline(landing, warehouse, progress=progress)
     if tty:
         click.echo("", err=True)
-    click.echo(f"    {summary['partitions']} partitions, {summary['lines']:,} lines, {summary['events']:,} events, "
-               f"{summary['quarantined']} quarantined; analytics: "
-               + ", ".join(f"{k} {v}" for k, v in summary.get("analytics", {}).items()), err=True)
+    click.echo(
+        f"    {summary['partitions']} partitions, {summary['lines']:,} lines, {summary['events']:,} events, "
+        f"{summary['quarantined']} quarantined; analytics: "
+        + ", ".join(f"{k} {v}" for k, v in summary.get("analytics", {}).items()),
+        err=True,
+    )
     click.echo("3/3 scoring against the simulator's truth ...", err=True)
-    report_html, report_md = warehouse / "report.html", warehouse / "report.md"   # written by out_report
+    report_html, report_md = warehouse / "report.html", warehouse / "report.md"  # written by out_report
     fig = evaluate(landing / "_truth", warehouse)["figures"]
     click.echo(f"\nfaultline demo done in {time.perf_counter() - t0:.0f}s\n")
     click.echo(f"  landing folder  {landing}   (truth: {landing / '_truth'})")
     click.echo(f"  lake            {warehouse / 'lake'}   (hive-partitioned Parquet)")
     click.echo(f"  analytics       {warehouse / 'analytics'}")
-    click.echo(f"  DuckDB views    {warehouse / 'faultline.duckdb'}   (duckdb -readonly {warehouse / 'faultline.duckdb'})")
+    click.echo(
+        f"  DuckDB views    {warehouse / 'faultline.duckdb'}   (duckdb -readonly {warehouse / 'faultline.duckdb'})"
+    )
     click.echo(f"  report          {report_html}  (Markdown: {report_md})")
-    click.echo(f"\n  root-cause macro-F1 {fig['root_cause_macro_f1']:.2f} over {fig['failed_jobs']} failed jobs, "
-               f"culprit accuracy {fig['culprit_top1_hw_net']:.2f} on hardware/network failures "
-               f"(full figures: faultline evaluate --truth {landing / '_truth'} --warehouse {warehouse})")
+    click.echo(
+        f"\n  root-cause macro-F1 {fig['root_cause_macro_f1']:.2f} over {fig['failed_jobs']} failed jobs, "
+        f"culprit accuracy {fig['culprit_top1_hw_net']:.2f} on hardware/network failures "
+        f"(full figures: faultline evaluate --truth {landing / '_truth'} --warehouse {warehouse})"
+    )
     click.echo("\nTry:")
     for title, cmd in EXAMPLES:
         wh = f" --warehouse {warehouse}" if str(warehouse) != "warehouse" else ""

@@ -1,4 +1,5 @@
 """``faultline evaluate``: score a warehouse against a simulator's ``_truth/``."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,15 @@ import click
 
 
 @click.command()
-@click.option("--truth", type=click.Path(path_type=Path, exists=True, file_okay=False), required=True,
-              help="The _truth/ folder the simulator wrote beside the landing folder.")
-@click.option("--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-              show_default=True)
+@click.option(
+    "--truth",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    required=True,
+    help="The _truth/ folder the simulator wrote beside the landing folder.",
+)
+@click.option(
+    "--warehouse", type=click.Path(path_type=Path), envvar="FAULTLINE_WAREHOUSE", default="warehouse", show_default=True
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure misses its floor.")
 def evaluate(truth, warehouse, as_json, strict):
@@ -33,19 +39,29 @@ def evaluate(truth, warehouse, as_json, strict):
     else:
         for k, v in fig.items():
             floor = FLOORS.get(k)
-            mark = "" if floor is None else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
+            mark = (
+                ""
+                if floor is None
+                else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
+            )
             click.echo(f"{k:28} {v}{mark}")
-        click.echo(f"\nlemon_recall is over the {fig['lemons_manifested']} lemons that manifested (their failing part "
-                   f"logged >= {MANIFESTED_MIN_FAULTS} faults in the window); lemon_recall_all_injected is over all "
-                   f"{fig['lemons_injected']} injected lemons; lemon_precision counts a flag on any injected lemon as right.")
+        click.echo(
+            f"\nlemon_recall is over the {fig['lemons_manifested']} lemons that manifested (their failing part "
+            f"logged >= {MANIFESTED_MIN_FAULTS} faults in the window); lemon_recall_all_injected is over all "
+            f"{fig['lemons_injected']} injected lemons; lemon_precision counts a flag on any injected lemon as right."
+        )
         click.echo("\nper-category F1: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(res["per_class_f1"].items())))
         rates = res["provider_rates"]
-        click.echo("\nprovider rates: true = interruptions expected per 1,000 calendar node-days (TRUTH.md, \"Which "
-                   "faults are interruptions\"); up-time = the generation rate per up node-day, scored before")
+        click.echo(
+            '\nprovider rates: true = interruptions expected per 1,000 calendar node-days (TRUTH.md, "Which '
+            'faults are interruptions"); up-time = the generation rate per up node-day, scored before'
+        )
         for r in rates.iter_rows(named=True):
-            click.echo(f"  {r['provider']:12} true {r['true_rate']:8.2f}  measured {r['rate_per_1k'] or 0:8.2f} "
-                       f"[{r['ci_low'] or 0:.2f}, {r['ci_high'] or 0:.2f}] per 1,000 node-days  "
-                       f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
-                       f"{'covered' if r['covered_up_time_rate'] else 'not covered'})")
+            click.echo(
+                f"  {r['provider']:12} true {r['true_rate']:8.2f}  measured {r['rate_per_1k'] or 0:8.2f} "
+                f"[{r['ci_low'] or 0:.2f}, {r['ci_high'] or 0:.2f}] per 1,000 node-days  "
+                f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
+                f"{'covered' if r['covered_up_time_rate'] else 'not covered'})"
+            )
     if strict and not all(ok.values()):
         raise SystemExit(1)

@@ -1,4 +1,5 @@
 """``faultline report``: one night as a self-contained HTML page (or Markdown for tickets)."""
+
 from __future__ import annotations
 
 import time
@@ -12,11 +13,25 @@ from .sql import warehouse_option
 
 @click.command("report")
 @warehouse_option
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), required=True,
-              help="File to write (report.html, or report.md with --format md).")
-@click.option("--date", "day", callback=parse_date, help="UTC night to report (YYYY-MM-DD). Default: the last day in the warehouse.")
-@click.option("--format", "fmt", type=click.Choice(["html", "md"]), default=None,
-              help="html (default) or md; inferred from --out ending in .md.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="File to write (report.html, or report.md with --format md).",
+)
+@click.option(
+    "--date",
+    "day",
+    callback=parse_date,
+    help="UTC night to report (YYYY-MM-DD). Default: the last day in the warehouse.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md"]),
+    default=None,
+    help="html (default) or md; inferred from --out ending in .md.",
+)
 def report(warehouse: Path, out: Path, day, fmt):
     """Write the nightly report: headline numbers, provider scoreboard with intervals,
     causes, timeline, rack heatmaps, lemons, failed jobs with postmortems, new signatures.
@@ -35,5 +50,7 @@ def report(warehouse: Path, out: Path, day, fmt):
     except QueryError as exc:
         raise click.ClickException(str(exc)) from exc
     size = path.stat().st_size
-    click.echo(f"{fmt} report for {day or 'the last day'}: {path} ({size / 1e6:.2f} MB, "
-               f"{time.perf_counter() - started:.1f}s)", err=True)
+    click.echo(
+        f"{fmt} report for {day or 'the last day'}: {path} ({size / 1e6:.2f} MB, {time.perf_counter() - started:.1f}s)",
+        err=True,
+    )

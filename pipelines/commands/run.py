@@ -1,4 +1,5 @@
 """``faultline run``: ingest a landing folder into the lake and the DuckDB views."""
+
 from __future__ import annotations
 
 import os
@@ -17,31 +18,60 @@ def _dates(ctx, param, values):
 def _table(rows: list[dict], cols: list[str]) -> str:
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     num = {c for c in cols if all(isinstance(r[c], (int, float)) for r in rows)}
-    fmt = lambda r: "  ".join(str(r[c]).rjust(widths[c]) if c in num else str(r[c]).ljust(widths[c])  # noqa: E731
-                              for c in cols)
+    fmt = lambda r: "  ".join(
+        str(r[c]).rjust(widths[c]) if c in num else str(r[c]).ljust(widths[c])  # noqa: E731
+        for c in cols
+    )
     head = "  ".join(c.rjust(widths[c]) if c in num else c.ljust(widths[c]) for c in cols)
     return "\n".join([head, "  ".join("-" * widths[c] for c in cols), *map(fmt, rows)])
 
 
 @click.command()
-@click.option("--landing", type=LOCATION, envvar="FAULTLINE_LANDING", default="landing",
-              show_default=True, help="Landing folder (provider/cluster/YYYY-MM-DD/...), or an s3://... URL. "
-                                      "Env: FAULTLINE_LANDING.")
-@click.option("--warehouse", type=LOCATION, envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-              show_default=True, help="Where the lake and faultline.duckdb go, or an s3://... URL for the lake "
-                                      "(faultline.duckdb then goes to $FAULTLINE_DUCKDB, default a per-URL file "
-                                      "in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.")
+@click.option(
+    "--landing",
+    type=LOCATION,
+    envvar="FAULTLINE_LANDING",
+    default="landing",
+    show_default=True,
+    help="Landing folder (provider/cluster/YYYY-MM-DD/...), or an s3://... URL. Env: FAULTLINE_LANDING.",
+)
+@click.option(
+    "--warehouse",
+    type=LOCATION,
+    envvar="FAULTLINE_WAREHOUSE",
+    default="warehouse",
+    show_default=True,
+    help="Where the lake and faultline.duckdb go, or an s3://... URL for the lake "
+    "(faultline.duckdb then goes to $FAULTLINE_DUCKDB, default a per-URL file "
+    "in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.",
+)
 @click.option("--date", "dates", multiple=True, callback=_dates, help="Only this day (YYYY-MM-DD); repeatable.")
-@click.option("--cluster", "clusters", multiple=True,
-              help="Only this cluster (CLUSTER, PROVIDER/CLUSTER or PROVIDER:CLUSTER); repeatable.")
-@click.option("--workers", type=click.IntRange(min=1), envvar="FAULTLINE_WORKERS",
-              help="Worker processes here (local executor). Env: FAULTLINE_WORKERS. Default: the CPU count (max 8).")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True,
-              envvar="FAULTLINE_EXECUTOR",
-              help="local: worker processes on this machine; dask: Dagster runs whose steps are tasks on a Dask "
-                   "cluster (dagster-dask). Env: FAULTLINE_EXECUTOR.")
-@click.option("--dask-address", envvar="FAULTLINE_DASK_ADDRESS",
-              help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.")
+@click.option(
+    "--cluster",
+    "clusters",
+    multiple=True,
+    help="Only this cluster (CLUSTER, PROVIDER/CLUSTER or PROVIDER:CLUSTER); repeatable.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    envvar="FAULTLINE_WORKERS",
+    help="Worker processes here (local executor). Env: FAULTLINE_WORKERS. Default: the CPU count (max 8).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    envvar="FAULTLINE_EXECUTOR",
+    help="local: worker processes on this machine; dask: Dagster runs whose steps are tasks on a Dask "
+    "cluster (dagster-dask). Env: FAULTLINE_EXECUTOR.",
+)
+@click.option(
+    "--dask-address",
+    envvar="FAULTLINE_DASK_ADDRESS",
+    help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.",
+)
 def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address):
     """Ingest every landing partition (or the selected ones) into the lake, then refresh
     the DuckDB views. Re-running a partition replaces its tables.
@@ -51,44 +81,55 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     connection sees the lake of its build until it reconnects. A snapshot is removed an
     hour after a newer build replaced it (env FAULTLINE_SNAPSHOT_GRACE_S, seconds)."""
     from ..ingest.landing import LandingError
-    from ..launch.local import run_pipeline, select_partitions
-    from ..lake.storage import isdir, is_url
+    from ..lake.storage import is_url, isdir
     from ..lake.views import db_path
+    from ..launch.local import run_pipeline, select_partitions
 
     if executor == "dask" and not dask_address:
         raise click.ClickException("--executor dask needs --dask-address tcp://HOST:8786 (or FAULTLINE_DASK_ADDRESS)")
     if not isdir(landing):
-        raise click.ClickException(f"landing folder {str(landing)!r} does not exist (or is not a directory); "
-                                   "pass --landing DIR or set FAULTLINE_LANDING")
+        raise click.ClickException(
+            f"landing folder {str(landing)!r} does not exist (or is not a directory); "
+            "pass --landing DIR or set FAULTLINE_LANDING"
+        )
     try:
         todo = select_partitions(landing, dates, clusters)
     except LandingError as exc:
         raise click.ClickException(str(exc)) from exc
     if not todo:
-        raise click.ClickException(f"no partitions in {landing} match"
-                                   + (f" --date {' '.join(dates)}" if dates else "")
-                                   + (f" --cluster {' '.join(clusters)}" if clusters else ""))
+        raise click.ClickException(
+            f"no partitions in {landing} match"
+            + (f" --date {' '.join(dates)}" if dates else "")
+            + (f" --cluster {' '.join(clusters)}" if clusters else "")
+        )
     tty = sys.stderr.isatty()
-    bar = click.progressbar(length=len(todo), label="ingesting", file=sys.stderr,
-                            item_show_func=lambda p: p or "") if tty else None
+    bar = (
+        click.progressbar(length=len(todo), label="ingesting", file=sys.stderr, item_show_func=lambda p: p or "")
+        if tty
+        else None
+    )
 
     def progress(done, total, part, stats):
         if bar is not None:
             bar.update(1, part.relpath)
         else:
-            click.echo(f"[{done}/{total}] {part.relpath}: {stats['files']} files, {stats['lines']} lines, "
-                       f"{stats['events']} events, {stats['quarantined']} quarantined ({stats['seconds']:.1f}s)",
-                       err=True)
+            click.echo(
+                f"[{done}/{total}] {part.relpath}: {stats['files']} files, {stats['lines']} lines, "
+                f"{stats['events']} events, {stats['quarantined']} quarantined ({stats['seconds']:.1f}s)",
+                err=True,
+            )
 
     def go() -> dict:
         if executor == "dask":
             import dagster as dg
 
             from ..launch.dask import run_on_dask
+
             # several hosts need one shared Dagster instance ($DAGSTER_HOME); one host: a temporary one
             instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
-            return run_on_dask(landing, warehouse, dask_address, dates or None, clusters or None,
-                               progress=progress, instance=instance)
+            return run_on_dask(
+                landing, warehouse, dask_address, dates or None, clusters or None, progress=progress, instance=instance
+            )
         return run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers)
 
     try:
@@ -100,30 +141,45 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     except Exception as exc:  # noqa: BLE001 - one clear line, the traceback is Dagster's
         raise click.ClickException(f"ingest failed: {type(exc).__name__}: {exc}") from exc
     rows = summary["rows"]
-    if len(rows) > 40:   # a backfill: the per-cluster totals say more than hundreds of rows
+    if len(rows) > 40:  # a backfill: the per-cluster totals say more than hundreds of rows
         by = {}
         for r in rows:
             key = r["partition"].rsplit("/", 1)[0]
-            acc = by.setdefault(key, {"partition": key + "/*", "files": 0, "lines": 0, "events": 0,
-                                      "quarantined": 0, "seconds": 0.0})
+            acc = by.setdefault(
+                key, {"partition": key + "/*", "files": 0, "lines": 0, "events": 0, "quarantined": 0, "seconds": 0.0}
+            )
             for k in ("files", "lines", "events", "quarantined", "seconds"):
                 acc[k] = round(acc[k] + r[k], 3)
         rows = list(by.values())
-    rows = rows + [{"partition": "total", **{k: summary[k] for k in
-                                                          ("files", "lines", "events", "quarantined", "seconds")}}]
+    rows = rows + [
+        {"partition": "total", **{k: summary[k] for k in ("files", "lines", "events", "quarantined", "seconds")}}
+    ]
     click.echo(_table(rows, ["partition", "files", "lines", "events", "quarantined", "seconds"]))
     if summary.get("analytics"):
-        click.echo("analytics: " + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
-                   + f" ({summary['analytics_seconds']:.1f}s)", err=True)
+        click.echo(
+            "analytics: "
+            + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
+            + f" ({summary['analytics_seconds']:.1f}s)",
+            err=True,
+        )
     packed = summary.get("compaction") or {}
     if packed.get("written") or packed.get("failed") or packed.get("removed"):
         gone = f", {packed['removed']} removed (no day file left)" if packed.get("removed") else ""
-        click.echo(f"compaction: {packed['written']} closed months rewritten, {packed['current']} current{gone} "
-                   f"({packed['seconds']:.1f}s)", err=True)
+        click.echo(
+            f"compaction: {packed['written']} closed months rewritten, {packed['current']} current{gone} "
+            f"({packed['seconds']:.1f}s)",
+            err=True,
+        )
         for month, why in packed["failed"].items():
             click.echo(f"compaction failed for {month}: {why} (its views read the day files)", err=True)
     if summary.get("snapshot_error"):
-        click.echo("warning: the views read the live lake files, so a query running while a file is rewritten "
-                   f"may fail: {summary['snapshot_error']}", err=True)
-    click.echo(f"{summary['partitions']} partitions in {summary['seconds']:.1f}s -> "
-               f"{db_path(warehouse) if is_url(warehouse) else warehouse / 'faultline.duckdb'}", err=True)
+        click.echo(
+            "warning: the views read the live lake files, so a query running while a file is rewritten "
+            f"may fail: {summary['snapshot_error']}",
+            err=True,
+        )
+    click.echo(
+        f"{summary['partitions']} partitions in {summary['seconds']:.1f}s -> "
+        f"{db_path(warehouse) if is_url(warehouse) else warehouse / 'faultline.duckdb'}",
+        err=True,
+    )

@@ -1,4 +1,5 @@
 """``faultline sql``: ad-hoc read-only SQL and the named queries, as a table, CSV, JSON or Parquet."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,14 @@ FORMATS = ("table", "csv", "json", "parquet")
 TABLE_ROWS = 100
 
 warehouse_option = click.option(
-    "--warehouse", type=LOCATION, envvar="FAULTLINE_WAREHOUSE", default="warehouse",
-    show_default=True, help="Warehouse folder (holds faultline.duckdb), or its s3://... URL (the view file is "
-                            "then $FAULTLINE_DUCKDB or a per-URL file in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.")
+    "--warehouse",
+    type=LOCATION,
+    envvar="FAULTLINE_WAREHOUSE",
+    default="warehouse",
+    show_default=True,
+    help="Warehouse folder (holds faultline.duckdb), or its s3://... URL (the view file is "
+    "then $FAULTLINE_DUCKDB or a per-URL file in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.",
+)
 
 
 def open_warehouse(warehouse: Path):
@@ -50,7 +56,8 @@ def _flat(df):
         return df
     return df.with_columns(
         pl.Series(c, [None if v is None else json.dumps(v, default=str) for v in df[c].to_list()], dtype=pl.String)
-        for c in nested)
+        for c in nested
+    )
 
 
 def _table(df, rows: int) -> str:
@@ -63,12 +70,21 @@ def _table(df, rows: int) -> str:
     strings = [c for c, t in shown.schema.items() if t == pl.String]
     if strings and shown.height:
         shown = shown.with_columns(pl.col(c).map_elements(terminal, return_dtype=pl.String) for c in strings)
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=80, tbl_width_chars=int(os.environ.get("COLUMNS", 200)),
-                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=False):
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        fmt_str_lengths=80,
+        tbl_width_chars=int(os.environ.get("COLUMNS", 200)),
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=False,
+    ):
         text = str(shown)
     more = df.height - shown.height
-    return text + (f"\n... {more:,} more row(s): use --rows -1, or --format csv|json|parquet --out FILE"
-                   if more > 0 else f"\n({df.height:,} row(s))")
+    return text + (
+        f"\n... {more:,} more row(s): use --rows -1, or --format csv|json|parquet --out FILE"
+        if more > 0
+        else f"\n({df.height:,} row(s))"
+    )
 
 
 def write_frame(df, fmt: str, out: Path | None, rows: int = TABLE_ROWS) -> None:
@@ -111,13 +127,18 @@ def _list(fmt: str) -> None:
 @click.argument("statement", required=False)
 @warehouse_option
 @click.option("--query", "-q", "query_name", metavar="NAME", help="Run a named query (see --list).")
-@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
-              help="A named query's parameter; repeatable. NULL means null.")
+@click.option(
+    "--param",
+    "-p",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A named query's parameter; repeatable. NULL means null.",
+)
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries with their parameters.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Write here instead of stdout.")
-@click.option("--rows", type=int, default=TABLE_ROWS, show_default=True,
-              help="Rows shown by --format table (-1: all).")
+@click.option("--rows", type=int, default=TABLE_ROWS, show_default=True, help="Rows shown by --format table (-1: all).")
 def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
     """Query the warehouse, read-only.
 

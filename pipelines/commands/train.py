@@ -7,6 +7,7 @@ model from there (see :mod:`faultline.classify.model`, "Loading and trust").
 
 Also runnable as ``python -m faultline.commands.train [--out DIR]``.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ def train_and_save(out: str | Path | None = None, *, cv: int = 5) -> dict:
 
 def summary(meta: dict) -> str:
     cv = meta["metrics"].get("cv", {})
-    lines = [f"unknown_classifier {meta['version']}: {meta['n_examples']} examples, "
-             f"{len(meta['labels'])} classes, {meta['model_bytes'] / 1e6:.2f} MB"]
+    lines = [
+        f"unknown_classifier {meta['version']}: {meta['n_examples']} examples, "
+        f"{len(meta['labels'])} classes, {meta['model_bytes'] / 1e6:.2f} MB"
+    ]
     if cv:
         lines.append(f"{cv['folds']}-fold CV: accuracy {cv['accuracy']:.3f}, macro-F1 {cv['macro_f1']:.3f}")
         for src, v in cv.get("accuracy_by_source", {}).items():
@@ -51,11 +54,22 @@ def summary(meta: dict) -> str:
 
 
 @click.command("train-classifier")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write the model and its metadata here instead of into the package "
-                   "(faultline only loads the model shipped in the package).")
-@click.option("--cv", "cv", type=click.IntRange(0, 20), default=5, show_default=True,
-              help="Cross-validation folds for the reported figures (0: skip).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the model and its metadata here instead of into the package "
+    "(faultline only loads the model shipped in the package).",
+)
+@click.option(
+    "--cv",
+    "cv",
+    type=click.IntRange(0, 20),
+    default=5,
+    show_default=True,
+    help="Cross-validation folds for the reported figures (0: skip).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the metadata as JSON.")
 def train_classifier(out: Path | None, cv: int, as_json: bool) -> None:
     """Retrain the classifier for lines the rules call `unknown` (rule examples, curated
@@ -67,8 +81,9 @@ def train_classifier(out: Path | None, cv: int, as_json: bool) -> None:
         click.echo(json.dumps(meta, indent=2))
     else:
         click.echo(summary(meta))
-    click.echo(f"wrote {where / meta['model_file']} and its .meta.json (sha256 {meta['model_sha256'][:16]}...)",
-               err=True)
+    click.echo(
+        f"wrote {where / meta['model_file']} and its .meta.json (sha256 {meta['model_sha256'][:16]}...)", err=True
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,5 @@
 """The ingest job: everything that turns one landing partition into lake tables and views."""
+
 import dagster as dg
 
 from .ingest.assets import LAKE_ASSETS

@@ -29,6 +29,7 @@ def preview_md(df: pl.DataFrame, columns: list[str] | None = None, rows: int = 5
 @dataclass(frozen=True)
 class Written:
     """One partition file of a table written by a run: where, how many rows, the first rows."""
+
     partition: str
     path: object
     rows: int
@@ -49,8 +50,9 @@ def batch_metadata(written: list[Written], columns: list[str] | None = None, **e
         counts = {"dagster/row_count": dg.MetadataValue.int(last.rows)}
         preview = preview_md(last.head, columns, PREVIEW_ROWS)
     else:
-        counts = {"rows": dg.MetadataValue.int(sum(w.rows for w in written)),
-                  "rows_by_partition": dg.MetadataValue.json({w.partition: w.rows for w in written})}
+        counts = {
+            "rows": dg.MetadataValue.int(sum(w.rows for w in written)),
+            "rows_by_partition": dg.MetadataValue.json({w.partition: w.rows for w in written}),
+        }
         preview = f"{last.partition}\n\n" + preview_md(last.head, columns, PREVIEW_ROWS)
-    return {**counts, "path": dg.MetadataValue.path(str(last.path)),
-            "preview": dg.MetadataValue.md(preview), **extra}
+    return {**counts, "path": dg.MetadataValue.path(str(last.path)), "preview": dg.MetadataValue.md(preview), **extra}

@@ -5,6 +5,7 @@ folder, registered by the landing sensor, the nightly schedule and ``faultline r
 time-window dimension would reject days the clock has not reached (simulated landings) and
 need a start date; a static list would freeze the landing folder seen at import time.
 """
+
 import warnings
 
 import dagster as dg
@@ -46,8 +47,10 @@ def key_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
 
 def range_tags(run: list[Partition]) -> dict[str, str]:
     """Run tags that make one Dagster run materialize ``run`` (a rectangle: ``run_plan.ranges``)."""
-    return {"dagster/asset_partition_range_start": str(partition_key(run[0])),
-            "dagster/asset_partition_range_end": str(partition_key(run[-1]))}
+    return {
+        "dagster/asset_partition_range_start": str(partition_key(run[0])),
+        "dagster/asset_partition_range_end": str(partition_key(run[-1])),
+    }
 
 
 def register(instance: dg.DagsterInstance, parts: list[Partition]) -> None:

@@ -7,21 +7,23 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from ..lake import compact, files as lake, views, writer as lake_writer
-from ..ingest import landing
 from ..classify.ruleset import load_ruleset
-from ..ingest.partition import PartitionTables, ingest_partition
+from ..ingest import landing
 from ..ingest.landing import Discovery, Partition
+from ..ingest.partition import PartitionTables, ingest_partition
+from ..lake import compact, views
+from ..lake import files as lake
+from ..lake import writer as lake_writer
 
 
 class LandingResource(dg.ConfigurableResource):
     """The landing folder (read only) and the rule data used to read it."""
 
     path: str
-    models_dir: str | None = None      # rule data in the faultline.models layout; None: shipped
+    models_dir: str | None = None  # rule data in the faultline.models layout; None: shipped
 
     def root(self) -> Path:
-        return landing.landing_root(self.path)      # an ObjectPath for an s3://... landing
+        return landing.landing_root(self.path)  # an ObjectPath for an s3://... landing
 
     def discover(self) -> Discovery:
         return landing.discover(self.path)
@@ -30,8 +32,7 @@ class LandingResource(dg.ConfigurableResource):
         return landing.fingerprint(self.path, part)
 
     def ingest(self, part: Partition) -> PartitionTables:
-        return ingest_partition(self.path, part.provider, part.cluster, part.date,
-                                rs=load_ruleset(self.models_dir))
+        return ingest_partition(self.path, part.provider, part.cluster, part.date, rs=load_ruleset(self.models_dir))
 
     def inventory(self) -> pl.DataFrame:
         return landing.read_inventory(self.path)
@@ -74,8 +75,9 @@ class PartitionLake(lake_writer.PartitionWriter):
 
 def from_env() -> dict[str, dg.ConfigurableResource]:
     return {
-        "landing": LandingResource(path=os.environ.get("FAULTLINE_LANDING", "./landing"),
-                                   models_dir=os.environ.get("FAULTLINE_MODELS") or None),
+        "landing": LandingResource(
+            path=os.environ.get("FAULTLINE_LANDING", "./landing"), models_dir=os.environ.get("FAULTLINE_MODELS") or None
+        ),
         "lake": LakeResource(warehouse=os.environ.get("FAULTLINE_WAREHOUSE", "./warehouse")),
     }
 

@@ -10,8 +10,12 @@ from .partitions import clusters, partition_key, register
 from .resources import LandingResource
 
 
-@dg.schedule(job=ingest_job, cron_schedule="15 2 * * *", execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
+@dg.schedule(
+    job=ingest_job,
+    cron_schedule="15 2 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
 def nightly_ingest(context: dg.ScheduleEvaluationContext, landing: LandingResource):
     """Every cluster seen in the landing folder or already known, for yesterday (UTC).
 
@@ -29,8 +33,12 @@ def nightly_ingest(context: dg.ScheduleEvaluationContext, landing: LandingResour
     return [dg.RunRequest(partition_key=partition_key(p), run_key=f"nightly:{p.relpath}") for p in parts]
 
 
-@dg.schedule(job=analytics_job, cron_schedule="45 3 * * *", execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
+@dg.schedule(
+    job=analytics_job,
+    cron_schedule="45 3 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)
 def nightly_analytics(context: dg.ScheduleEvaluationContext):
     """After the night's partitions (02:15) have landed: recompute the analytics once."""
     return dg.RunRequest(run_key=f"analytics:{context.scheduled_execution_time:%Y-%m-%d}")

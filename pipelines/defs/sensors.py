@@ -47,10 +47,16 @@ def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource
     new_dates = sorted({p.date for p in todo} - known_dates)
     new_clusters = sorted({p.cluster_key for p in todo} - known_clusters)
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=partition_key(p), run_key=f"{p.relpath}@{now[p.relpath]}")
-                      for p in todo],
-        dynamic_partitions_requests=[r for r in (dates.build_add_request(new_dates) if new_dates else None,
-                                                 clusters.build_add_request(new_clusters) if new_clusters else None)
-                                     if r is not None],
+        run_requests=[
+            dg.RunRequest(partition_key=partition_key(p), run_key=f"{p.relpath}@{now[p.relpath]}") for p in todo
+        ],
+        dynamic_partitions_requests=[
+            r
+            for r in (
+                dates.build_add_request(new_dates) if new_dates else None,
+                clusters.build_add_request(new_clusters) if new_clusters else None,
+            )
+            if r is not None
+        ],
         cursor=json.dumps(now, sort_keys=True),
     )

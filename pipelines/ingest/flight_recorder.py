@@ -118,9 +118,7 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
     """Loads plain containers and scalars only: any attempt to name a global fails."""
 
     def find_class(self, module: str, name: str):  # noqa: D401
-        raise FlightRecorderRefused(
-            f"pickle refers to {module}.{name}; only plain containers and scalars are allowed"
-        )
+        raise FlightRecorderRefused(f"pickle refers to {module}.{name}; only plain containers and scalars are allowed")
 
     def persistent_load(self, pid):
         raise FlightRecorderRefused("pickle uses persistent ids; refused")
@@ -133,8 +131,7 @@ def _restricted_unpickle(data: bytes) -> Any:
     bad = sorted(set(ops) & _FORBIDDEN_OPCODES)
     if bad:
         raise FlightRecorderRefused(
-            "pickle contains code-bearing opcodes (" + ", ".join(bad) + "); refused for safety. "
-            + _HOW_TO_EXPORT
+            "pickle contains code-bearing opcodes (" + ", ".join(bad) + "); refused for safety. " + _HOW_TO_EXPORT
         )
     try:
         return _NoGlobalsUnpickler(io.BytesIO(data)).load()
@@ -218,8 +215,7 @@ def load_dump(
         raise FlightRecorderError(f"dump is {len(data):,} bytes, over the {max_bytes:,}-byte limit")
     if data.startswith(b"PK\x03\x04"):
         raise FlightRecorderRefused(
-            "dump is a zip archive (torch.save format, which embeds pickles); refused for safety. "
-            + _HOW_TO_EXPORT
+            "dump is a zip archive (torch.save format, which embeds pickles); refused for safety. " + _HOW_TO_EXPORT
         )
     stripped = data.lstrip(b" \t\r\n")
     if stripped.startswith(b"\xef\xbb\xbf"):
@@ -248,7 +244,7 @@ def rank_from_filename(name: str) -> int | None:
     stem = Path(name).name
     m = _RANK_RE.findall(stem)
     if m:
-        return _as_int(int(m[-1]))          # None past int64
+        return _as_int(int(m[-1]))  # None past int64
     m2 = re.fullmatch(r"(\d+)(?:\.\w+)*", stem)
     return _as_int(int(m2.group(1))) if m2 else None
 
@@ -393,9 +389,7 @@ def suspect_rank(dumps: Mapping[int, Mapping]) -> tuple[int | None, str]:
         if len(vals) >= 3 and len(outliers) == 1 and mode_count == len(vals) - 1:
             rk = outliers[0]
             where = "behind" if vals[rk] < mode_value else "ahead of"
-            return rk, (
-                f"rank {rk} {label} is {vals[rk]}, {where} the other {mode_count} ranks at {mode_value}"
-            )
+            return rk, (f"rank {rk} {label} is {vals[rk]}, {where} the other {mode_count} ranks at {mode_value}")
         if len(lowest) == 1:
             rk = lowest[0]
             others = sorted(v for r2, v in vals.items() if r2 != rk)

@@ -98,9 +98,7 @@ def _parse_expr(expr: str, whole: str) -> tuple[list[str], list[list[tuple[int, 
         lit = expr[pos:] if open_at < 0 else expr[pos:open_at]
         if not _NAME_CHARS.fullmatch(lit):
             bad = next(ch for ch in lit if not _NAME_CHARS.fullmatch(ch))
-            raise ValueError(
-                f"character {bad!r} not allowed in a host name in host list {_show(whole)}"
-            )
+            raise ValueError(f"character {bad!r} not allowed in a host name in host list {_show(whole)}")
         literals.append(lit)
         if open_at < 0:
             return literals, groups
@@ -132,9 +130,7 @@ def _parse_all(s: str) -> tuple[str, list, int]:
         literals, groups = _parse_expr(expr, text)
         total += _count(groups)
         if total > MAX_HOSTS:
-            raise ValueError(
-                f"host list {_show(text)} expands to more than {MAX_HOSTS:,} hosts; refusing"
-            )
+            raise ValueError(f"host list {_show(text)} expands to more than {MAX_HOSTS:,} hosts; refusing")
         parsed.append((literals, groups))
     return text, parsed, total
 
@@ -160,9 +156,7 @@ def expand_hostlist(s: str) -> list[str]:
     for literals, groups in parsed:
         names = [literals[0]]
         for group, lit in zip(groups, literals[1:]):
-            suffixes = [
-                f"{n:0{width}d}{lit}" for lo, hi, width in group for n in range(lo, hi + 1)
-            ]
+            suffixes = [f"{n:0{width}d}{lit}" for lo, hi, width in group for n in range(lo, hi + 1)]
             names = [head + tail for head in names for tail in suffixes]
         out.extend(names)
     return out

@@ -10,6 +10,7 @@ streams. Symlinks do not exist there; a key with an empty, ``.`` or ``..`` segme
 a path normalizer would resolve elsewhere) is refused as ``outside_landing``, so every
 key read stays under the landing prefix.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,7 +39,7 @@ class LandingError(ValueError):
 class Partition:
     provider: str
     cluster: str
-    date: str                                   # YYYY-MM-DD
+    date: str  # YYYY-MM-DD
 
     @property
     def relpath(self) -> str:
@@ -82,8 +83,8 @@ def _hidden(name: str) -> bool:
 
 @dataclass
 class Problem:
-    path: str       # relative to the landing folder
-    reason: str     # symlink | outside_landing | invalid_name | invalid_date | not_a_directory
+    path: str  # relative to the landing folder
+    reason: str  # symlink | outside_landing | invalid_name | invalid_date | not_a_directory
 
 
 @dataclass
@@ -99,7 +100,7 @@ def landing_root(landing: str | os.PathLike | ObjectPath) -> Path | ObjectPath:
 
 def _root(landing: str | os.PathLike) -> Path | ObjectPath:
     if isinstance(landing, ObjectPath):
-        return landing          # a root this module already checked (internal calls)
+        return landing  # a root this module already checked (internal calls)
     if storage.is_url(landing):
         root = storage.to_path(landing)
         if not storage.isdir(root):
@@ -128,8 +129,7 @@ def _key_escapes(rel: str) -> bool:
     return any(seg in ("", ".", "..") for seg in rel.split("/"))
 
 
-def _object_children(root: ObjectPath, folder: ObjectPath, problems: list[Problem], *,
-                     dirs: bool) -> list[ObjectPath]:
+def _object_children(root: ObjectPath, folder: ObjectPath, problems: list[Problem], *, dirs: bool) -> list[ObjectPath]:
     """``_children`` on object storage: one listing of ``folder`` (prefixes and objects)."""
     out = []
     for entry in storage.list_dir(folder):
@@ -145,7 +145,7 @@ def _object_children(root: ObjectPath, folder: ObjectPath, problems: list[Proble
             continue
         if (entry.info or {}).get("type") != "directory":
             if dirs:
-                continue        # stray files between partition levels are not data
+                continue  # stray files between partition levels are not data
             problems.append(Problem(rel, "not_a_file"))
             continue
         if not valid_name(entry.name):
@@ -165,7 +165,7 @@ def _children(root: Path, folder: Path, problems: list[Problem], *, dirs: bool) 
             continue
         if entry.is_dir() != dirs:
             if dirs:
-                continue        # stray files between partition levels are not data
+                continue  # stray files between partition levels are not data
             problems.append(Problem(entry.relative_to(root).as_posix(), "not_a_file"))
             continue
         if not valid_name(entry.name):
@@ -206,9 +206,9 @@ class PartitionFiles:
     boots: list[Path] = field(default_factory=list)
     sacct: Path | None = None
     slurmctld: Path | None = None
-    job_logs: list[tuple[str, Path]] = field(default_factory=list)       # (job_id, path)
-    flight: list[tuple[str, Path]] = field(default_factory=list)         # (job_id, path)
-    other: list[Path] = field(default_factory=list)                      # not part of the contract
+    job_logs: list[tuple[str, Path]] = field(default_factory=list)  # (job_id, path)
+    flight: list[tuple[str, Path]] = field(default_factory=list)  # (job_id, path)
+    other: list[Path] = field(default_factory=list)  # not part of the contract
     problems: list[Problem] = field(default_factory=list)
 
     def rel(self, path: Path) -> str:
@@ -310,10 +310,13 @@ def owned_discovery_problems(landing: str | os.PathLike, part: Partition) -> lis
     partition under the nearest folder above it that has partitions, so it is reported
     in quarantine exactly once."""
     root = _root(landing)
-    days = [d for d in _children(root, root / part.provider / part.cluster, [], dirs=True) if valid_date(d.name)] \
-        if (root / part.provider / part.cluster).is_dir() else []
+    days = (
+        [d for d in _children(root, root / part.provider / part.cluster, [], dirs=True) if valid_date(d.name)]
+        if (root / part.provider / part.cluster).is_dir()
+        else []
+    )
     if not days or days[0].name != part.date:
-        return []           # only the first day of a cluster can own anything (cheap exit)
+        return []  # only the first day of a cluster can own anything (cheap exit)
     found = discover(root)
     owned = []
     for problem in found.problems:
@@ -345,9 +348,10 @@ def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
     if not path.is_file() or path.is_symlink():
         raise LandingError(f"{path} is missing (or not a regular file)")
     try:
-        df = pl.read_csv(path.read_bytes() if isinstance(path, ObjectPath) else path, infer_schema=False,
-                         encoding="utf8-lossy")
-    except pl.exceptions.PolarsError as exc:       # a ragged row, a bad quote, ...
+        df = pl.read_csv(
+            path.read_bytes() if isinstance(path, ObjectPath) else path, infer_schema=False, encoding="utf8-lossy"
+        )
+    except pl.exceptions.PolarsError as exc:  # a ragged row, a bad quote, ...
         raise LandingError(f"{path}: unreadable CSV: {exc}") from exc
     df = df.rename({c: c.strip().lower() for c in df.columns})
     missing = [c for c in INVENTORY_REQUIRED if c not in df.columns]
@@ -357,8 +361,12 @@ def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
     return df.select(
         *[pl.col(c).str.strip_chars() for c in ("provider", "cluster", "rack", "node")],
         pl.col("gpus").str.strip_chars().cast(pl.Int64, strict=False),
-        *[(pl.col(c).str.strip_chars() if c in df.columns else pl.lit(None, pl.String)).alias(c)
-          for c in ("gpu_model", "leaf_switch")],
-        *[(day(c) if c in df.columns else pl.lit(None, pl.Date)).alias(c)
-          for c in ("in_service_from", "in_service_to")],
+        *[
+            (pl.col(c).str.strip_chars() if c in df.columns else pl.lit(None, pl.String)).alias(c)
+            for c in ("gpu_model", "leaf_switch")
+        ],
+        *[
+            (day(c) if c in df.columns else pl.lit(None, pl.Date)).alias(c)
+            for c in ("in_service_from", "in_service_to")
+        ],
     )

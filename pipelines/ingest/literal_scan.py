@@ -15,6 +15,7 @@ Used only where it is exact and available: clean blocks (printable ASCII, tab, n
 no longer than the overlong limit, and where the ``hyperscan`` wheel exists (x86-64 Linux).
 Anywhere else the polars path runs alone.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ import numpy as np
 
 try:
     import hyperscan
-except ImportError:            # not on this platform: the polars prefilter does all the work
+except ImportError:  # not on this platform: the polars prefilter does all the work
     hyperscan = None
 
 _local = threading.local()
@@ -38,8 +39,12 @@ def available() -> bool:
 @lru_cache(maxsize=16)
 def _database(patterns: tuple[str, ...]):
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))),
-               elements=len(patterns), flags=[0] * len(patterns))
+    db.compile(
+        expressions=[p.encode() for p in patterns],
+        ids=list(range(len(patterns))),
+        elements=len(patterns),
+        flags=[0] * len(patterns),
+    )
     return db
 
 

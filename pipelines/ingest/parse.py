@@ -7,17 +7,17 @@ joining of multi-line messages (wrapped NVRM notices, SXid continuations, traceb
 ChildFailedError table) into one event. Per-file overhead stays small, so a night of
 thousands of small files costs about what one large file does.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import io
 import os
-import re
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import numpy as np
 import polars as pl
@@ -30,20 +30,31 @@ from .prefix import derive_timestamps, split_prefix
 
 # Job output: lines that continue the message above them (traceback bodies, C++ frames,
 # the torchrun failure table).
-JOB_CONT_RE = (r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception raised from|[=-]{10,}"
-               r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)")
+JOB_CONT_RE = (
+    r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception raised from|[=-]{10,}"
+    r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)"
+)
 EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
 # those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
 _CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
-_CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"     # and no CR (literal_scan's fast path)
+_CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"  # and no CR (literal_scan's fast path)
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
-KERNEL_JOIN_GAP = 3      # physical lines an NVRM/SXid continuation may trail its start by
-PREFIX_FORMATS = [       # (format name, prefix field that identifies it), first hit wins
-    ("rfc5424", "iso5424"), ("dmesg_iso", "diso"), ("rfc3339_syslog", "iso"), ("bsd_syslog", "bsd"),
-    ("kmsg", "kmsg_us"), ("raw_dmesg", "mono"), ("dmesg_T", "ctime"), ("dmesg_H", "hmon"),
-    ("dmesg_relative", "rel"), ("slurm", "slurm"), ("fabric_manager", "fm"), ("python_logging", "pylog"),
+KERNEL_JOIN_GAP = 3  # physical lines an NVRM/SXid continuation may trail its start by
+PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit wins
+    ("rfc5424", "iso5424"),
+    ("dmesg_iso", "diso"),
+    ("rfc3339_syslog", "iso"),
+    ("bsd_syslog", "bsd"),
+    ("kmsg", "kmsg_us"),
+    ("raw_dmesg", "mono"),
+    ("dmesg_T", "ctime"),
+    ("dmesg_H", "hmon"),
+    ("dmesg_relative", "rel"),
+    ("slurm", "slurm"),
+    ("fabric_manager", "fm"),
+    ("python_logging", "pylog"),
     ("glog", "glog"),
 ]
 
@@ -52,15 +63,15 @@ PREFIX_FORMATS = [       # (format name, prefix field that identifies it), first
 class SourceContext:
     """What the pipeline knows about a file before reading it."""
 
-    source: str                          # stable id (path relative to the landing folder)
-    kind: str = "kernel"                 # kernel | job | slurmctld
-    ref_date: dt.date | None = None      # partition date: year for year-less stamps
+    source: str  # stable id (path relative to the landing folder)
+    kind: str = "kernel"  # kernel | job | slurmctld
+    ref_date: dt.date | None = None  # partition date: year for year-less stamps
     node: str | None = None
     provider: str | None = None
     cluster: str | None = None
     job_id: str | None = None
     boots: list[dt.datetime] | None = None
-    full: bool = False                   # classify every line (CLI), not just prefiltered ones
+    full: bool = False  # classify every line (CLI), not just prefiltered ones
 
     @property
     def default_family(self) -> str:
@@ -78,8 +89,8 @@ class ParseResult:
     bytes_read: int = 0
     format: str | None = None
     message: str | None = None
-    per_line: pl.DataFrame | None = None     # full mode: one row per physical line
-    content_sha256: str | None = None        # of the content read (decompressed); None if unread
+    per_line: pl.DataFrame | None = None  # full mode: one row per physical line
+    content_sha256: str | None = None  # of the content read (decompressed); None if unread
 
     @property
     def balanced(self) -> bool:
@@ -91,7 +102,7 @@ class FileScan:
     """What reading one file left for the batch step: its candidate lines and counts."""
 
     ctx: SourceContext
-    candidates: list = field(default_factory=list)     # frames: line_no, raw, _long, _garbage
+    candidates: list = field(default_factory=list)  # frames: line_no, raw, _long, _garbage
     lines_read: int = 0
     bytes_read: int = 0
     fmt: str | None = None
@@ -114,7 +125,7 @@ def _read_lines(data: bytes, skip: int = 0) -> pl.DataFrame:
 def _frame(data: bytes, skip_first: bool) -> pl.Series:
     if not data:
         return pl.Series("raw", [], pl.String)
-    if b"\x1f" in data:   # the splitter's separator byte: split in Python (rare, garbage only)
+    if b"\x1f" in data:  # the splitter's separator byte: split in Python (rare, garbage only)
         parts = data.split(b"\n")
         if skip_first:
             parts = parts[1:]
@@ -137,15 +148,25 @@ def lines_frame(block: reader.Block) -> pl.DataFrame:
     if block.drop_last and len(body):
         body = body.head(len(body) - 1)
     raw = pl.concat([head_s, body.rename("raw")]) if len(body) else head_s
-    return pl.DataFrame({"raw": raw}).with_row_index("line_no", offset=block.first_line_no).with_columns(
-        pl.col("line_no").cast(pl.Int64))
+    return (
+        pl.DataFrame({"raw": raw})
+        .with_row_index("line_no", offset=block.first_line_no)
+        .with_columns(pl.col("line_no").cast(pl.Int64))
+    )
 
 
-CSV_OPTS = dict(has_header=False, separator="\x1f", quote_char=None, new_columns=["raw"],
-                encoding="utf8-lossy", infer_schema=False, comment_prefix=None)
-CANDIDATE_BATCH = 50_000   # candidate lines gathered before they are parsed together
+CSV_OPTS = dict(
+    has_header=False,
+    separator="\x1f",
+    quote_char=None,
+    new_columns=["raw"],
+    encoding="utf8-lossy",
+    infer_schema=False,
+    comment_prefix=None,
+)
+CANDIDATE_BATCH = 50_000  # candidate lines gathered before they are parsed together
 FORMAT_SAMPLE_LINES = 200
-BLOCKS_IN_FLIGHT = 2       # blocks of one file split and prefiltered at once (polars drops the GIL)
+BLOCKS_IN_FLIGHT = 2  # blocks of one file split and prefiltered at once (polars drops the GIL)
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -156,14 +177,22 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-def _fast_candidates(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None) -> tuple[int, pl.DataFrame] | None:
+def _fast_candidates(
+    block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None
+) -> tuple[int, pl.DataFrame] | None:
     """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match
     (``literal_scan``), the exact polars filter runs on those alone (and on the head line).
     None where that would not be exact: control or non-ASCII bytes, CR, overlong lines, full
     mode, job logs and ``dmesg -H`` (their candidates also come from regexes, which Hyperscan is
     not given: see ``literal_scan``), no Hyperscan."""
-    if (ctx.full or ctx.kind == "job" or fmt in ("dmesg_H", "dmesg_relative") or block.head_overlong
-            or not literal_scan.available() or len(block.head) > reader.MAX_LINE_BYTES):
+    if (
+        ctx.full
+        or ctx.kind == "job"
+        or fmt in ("dmesg_H", "dmesg_relative")
+        or block.head_overlong
+        or not literal_scan.available()
+        or len(block.head) > reader.MAX_LINE_BYTES
+    ):
         return None
     if block.head.translate(None, _CLEAN_NO_CR) or block.body.translate(None, _CLEAN_NO_CR):
         return None
@@ -171,22 +200,24 @@ def _fast_candidates(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: 
     nl = block.body.find(b"\n")
     start = nl + 1 if nl >= 0 else len(body)
     end = block.body.rfind(b"\n") + 1 if block.drop_last else len(body)
-    rest = body[start:max(start, end)]               # whole lines after the head, each ending in \n
+    rest = body[start : max(start, end)]  # whole lines after the head, each ending in \n
     ends = literal_scan.line_ends(rest)
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     if len(ends) and int((ends - starts).max()) > reader.MAX_LINE_BYTES:
         return None
     idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals).tolist()
     head = block.head[:-1] if block.head.endswith(b"\n") else block.head
-    raw = [head.decode("ascii")] + [bytes(rest[starts[i]:ends[i]]).decode("ascii") for i in idx]
+    raw = [head.decode("ascii")] + [bytes(rest[starts[i] : ends[i]]).decode("ascii") for i in idx]
     line_no = [block.first_line_no] + [block.first_line_no + 1 + i for i in idx]
-    cand = pl.DataFrame({"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
-                        ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+    cand = pl.DataFrame(
+        {"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
+    ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
     return 1 + len(ends), cand.filter(_candidate_expr(ctx, rs, fmt))
 
 
-def _scan_block(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None,
-                lines: pl.DataFrame | None = None) -> tuple[int, pl.DataFrame]:
+def _scan_block(
+    block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None, lines: pl.DataFrame | None = None
+) -> tuple[int, pl.DataFrame]:
     """Split one block into lines (unless given) and keep its candidates (every line in full
     mode); line numbers count from the block's ``first_line_no``."""
     if lines is None:
@@ -201,8 +232,9 @@ def _scan_block(block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str |
     cand = sel.collect()
     if cand.height:
         # an overlong line is quarantined with a preview: rules never see megabytes of it
-        cand = cand.with_columns(raw=pl.when(pl.col("_long")).then(
-            pl.col("raw").str.slice(0, reader.PREVIEW_BYTES)).otherwise(pl.col("raw")))
+        cand = cand.with_columns(
+            raw=pl.when(pl.col("_long")).then(pl.col("raw").str.slice(0, reader.PREVIEW_BYTES)).otherwise(pl.col("raw"))
+        )
         if not ctx.full:
             # fresh strings: a filtered string view would pin the whole block in memory
             cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
@@ -284,8 +316,8 @@ def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSe
     return parse_scans(scans, rs)
 
 
-SMALL_FILE_BYTES = 512 << 10        # content of a file scanned with others (< MAX_LINE_BYTES)
-SMALL_BATCH_BYTES = 32 << 20        # content scanned in one go
+SMALL_FILE_BYTES = 512 << 10  # content of a file scanned with others (< MAX_LINE_BYTES)
+SMALL_BATCH_BYTES = 32 << 20  # content scanned in one go
 
 
 def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
@@ -302,11 +334,16 @@ def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
             error = getattr(getattr(stream, "raw", None), "error", None)
     except OSError:
         return None
-    if (not data or len(data) > SMALL_FILE_BYTES or error or (bounded is not None and bounded.error)
-            or data.translate(None, _CLEAN_BYTES)):
+    if (
+        not data
+        or len(data) > SMALL_FILE_BYTES
+        or error
+        or (bounded is not None and bounded.error)
+        or data.translate(None, _CLEAN_BYTES)
+    ):
         return None
     digest = hashlib.sha256(data).hexdigest()
-    if b"\n" not in data and b"\r" in data:     # CR-only line ends, as the block reader reads them
+    if b"\n" not in data and b"\r" in data:  # CR-only line ends, as the block reader reads them
         data = data.replace(b"\r", b"\n")
     return data, digest
 
@@ -317,19 +354,28 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
     counts = [d.count(b"\n") + (not d.endswith(b"\n")) for _i, _p, _c, d, _h in small]
     buf = b"".join(d if d.endswith(b"\n") else d + b"\n" for _i, _p, _c, d, _h in small)
     raw = _read_lines(buf)["raw"].fill_null("")
-    if len(raw) != sum(counts):      # never seen; the block scanner is the reference
+    if len(raw) != sum(counts):  # never seen; the block scanner is the reference
         for i, path, ctx, _d, _h in small:
             scans[i] = scan_file(path, ctx, rs)
         return
     n = len(small)
     starts = np.cumsum([0, *counts[:-1]])
     lines = pl.DataFrame({"f": np.repeat(np.arange(n, dtype=np.int32), counts), "raw": raw}).with_columns(
-        line_no=pl.int_range(pl.len(), dtype=pl.Int64) - pl.lit(pl.Series(starts, dtype=pl.Int64)).gather(pl.col("f")) + 1)
-    sample = lines.lazy().filter(pl.col("line_no") <= FORMAT_SAMPLE_LINES).select(
-        "f", p=split_prefix(pl.col("raw"))).unnest("p").group_by("f").agg(
-        [pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS]).collect()
+        line_no=pl.int_range(pl.len(), dtype=pl.Int64)
+        - pl.lit(pl.Series(starts, dtype=pl.Int64)).gather(pl.col("f"))
+        + 1
+    )
+    sample = (
+        lines.lazy()
+        .filter(pl.col("line_no") <= FORMAT_SAMPLE_LINES)
+        .select("f", p=split_prefix(pl.col("raw")))
+        .unnest("p")
+        .group_by("f")
+        .agg([pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS])
+        .collect()
+    )
     fmts = ["unknown"] * n
-    for row in sample.iter_rows(named=True):      # first format with the most hits, as _detect_format
+    for row in sample.iter_rows(named=True):  # first format with the most hits, as _detect_format
         best = max(((name, row[name]) for name, _ in PREFIX_FORMATS), key=lambda kv: kv[1])
         fmts[row["f"]] = best[0] if best[1] else "unknown"
 
@@ -337,19 +383,32 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
         return pl.lit(pl.Series(flags, dtype=pl.Boolean)).gather(pl.col("f"))
 
     r = pl.col("raw")
-    cand = lines.lazy().filter(
-        r.str.contains(rs.prefilter)
-        | (per_file([c.kind == "job" for _i, _p, c, _d, _h in small]) & r.str.contains(JOB_CONT_RE))
-        | (per_file([f in ("dmesg_H", "dmesg_relative") for f in fmts]) & r.str.contains(DMESG_H_RE))
-    ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False)).collect()
+    cand = (
+        lines.lazy()
+        .filter(
+            r.str.contains(rs.prefilter)
+            | (per_file([c.kind == "job" for _i, _p, c, _d, _h in small]) & r.str.contains(JOB_CONT_RE))
+            | (per_file([f in ("dmesg_H", "dmesg_relative") for f in fmts]) & r.str.contains(DMESG_H_RE))
+        )
+        .with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+        .collect()
+    )
     parts = cand.partition_by("f", as_dict=True)
     for f, ((i, _path, ctx, data, digest), n_lines) in enumerate(zip(small, counts)):
         scan = FileScan(ctx, lines_read=n_lines, bytes_read=len(data), fmt=fmts[f], content_sha256=digest)
         if (f,) in parts:
             c = parts[(f,)]
             # fresh strings: a slice would pin the whole batch in memory
-            scan.candidates.append(pl.DataFrame({"line_no": c["line_no"], "raw": pl.Series("raw", c["raw"].to_list(), pl.String),
-                                                 "_long": c["_long"], "_garbage": c["_garbage"]}))
+            scan.candidates.append(
+                pl.DataFrame(
+                    {
+                        "line_no": c["line_no"],
+                        "raw": pl.Series("raw", c["raw"].to_list(), pl.String),
+                        "_long": c["_long"],
+                        "_garbage": c["_garbage"],
+                    }
+                )
+            )
         scans[i] = scan
 
 
@@ -390,9 +449,15 @@ def parse_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet | None = None
     out = ParseResult(
         pl.concat([p.events for p in parts]) if parts else pl.DataFrame(schema=EVENTS),
         pl.concat([p.quarantine for p in parts]) if parts else pl.DataFrame(schema=QUARANTINE),
-        scan.lines_read, sum(p.event_lines for p in parts), 0, sum(p.quarantined for p in parts),
-        scan.bytes_read, scan.fmt, scan.error,
-        pl.concat([p.per_line for p in parts]) if parts else None)
+        scan.lines_read,
+        sum(p.event_lines for p in parts),
+        0,
+        sum(p.quarantined for p in parts),
+        scan.bytes_read,
+        scan.fmt,
+        scan.error,
+        pl.concat([p.per_line for p in parts]) if parts else None,
+    )
     if scan.error:
         out.quarantine = pl.concat([out.quarantine, _read_error_row(ctx, scan.lines_read, scan.error)])
     out.benign = out.lines_read - out.event_lines - out.quarantined
@@ -400,8 +465,16 @@ def parse_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet | None = None
 
 
 def _read_error_row(ctx: SourceContext, lines_read: int, err: str) -> pl.DataFrame:
-    return pl.DataFrame({"source": [ctx.source], "line_no": [lines_read + 1], "reason": ["unreadable_rest"],
-                         "detail": [err], "preview": [""]}, schema=QUARANTINE)
+    return pl.DataFrame(
+        {
+            "source": [ctx.source],
+            "line_no": [lines_read + 1],
+            "reason": ["unreadable_rest"],
+            "detail": [err],
+            "preview": [""],
+        },
+        schema=QUARANTINE,
+    )
 
 
 def _flags(lines: pl.LazyFrame, dirty: bool, block: reader.Block | None) -> pl.LazyFrame:
@@ -426,8 +499,14 @@ def _candidate_expr(ctx: SourceContext, rs: RuleSet, fmt: str | None) -> pl.Expr
 def _detect_format(raw: pl.Series) -> str:
     if not len(raw):
         return "unknown"
-    hits = pl.DataFrame({"raw": raw}).lazy().select(p=split_prefix(pl.col("raw"))).unnest("p").select(
-        [pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS]).collect()
+    hits = (
+        pl.DataFrame({"raw": raw})
+        .lazy()
+        .select(p=split_prefix(pl.col("raw")))
+        .unnest("p")
+        .select([pl.col(col).is_not_null().sum().alias(name) for name, col in PREFIX_FORMATS])
+        .collect()
+    )
     counts = {name: hits[name][0] for name, _col in PREFIX_FORMATS}
     best = max(counts.items(), key=lambda kv: kv[1])
     return best[0] if best[1] else "unknown"
@@ -441,16 +520,36 @@ def file_checksum(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-_CTX_SCHEMA = {"_file": pl.Int32, "_source": pl.String, "_kind": pl.String, "_node_ctx": pl.String,
-               "_job_ctx": pl.String, "_provider": pl.String, "_cluster": pl.String, "_ref_date": pl.Date,
-               "_family_default": pl.String}
+_CTX_SCHEMA = {
+    "_file": pl.Int32,
+    "_source": pl.String,
+    "_kind": pl.String,
+    "_node_ctx": pl.String,
+    "_job_ctx": pl.String,
+    "_provider": pl.String,
+    "_cluster": pl.String,
+    "_ref_date": pl.Date,
+    "_family_default": pl.String,
+}
 
 
 def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[ParseResult]:
     """Parse the candidate lines of many files at once; one ParseResult per scan, in order."""
     today = dt.datetime.now(dt.timezone.utc).date()
-    ctx_rows = [(i, s.ctx.source, s.ctx.kind, s.ctx.node, s.ctx.job_id, s.ctx.provider, s.ctx.cluster,
-                 s.ctx.ref_date or today, s.ctx.default_family) for i, s in enumerate(scans)]
+    ctx_rows = [
+        (
+            i,
+            s.ctx.source,
+            s.ctx.kind,
+            s.ctx.node,
+            s.ctx.job_id,
+            s.ctx.provider,
+            s.ctx.cluster,
+            s.ctx.ref_date or today,
+            s.ctx.default_family,
+        )
+        for i, s in enumerate(scans)
+    ]
     ctxs = pl.DataFrame(ctx_rows, schema=_CTX_SCHEMA, orient="row")
     frames = [c.with_columns(_file=pl.lit(i, pl.Int32)) for i, s in enumerate(scans) for c in s.candidates]
     full = any(s.ctx.full for s in scans)
@@ -460,7 +559,9 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         ev, lines = _events_from_candidates(cand, rs, boots, last_ts)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
-            "_file", source=pl.col("_source"), line_no=pl.col("line_no"),
+            "_file",
+            source=pl.col("_source"),
+            line_no=pl.col("line_no"),
             reason=pl.when(pl.col("_long")).then(pl.lit("line_too_long")).otherwise(pl.lit("binary_or_invalid_utf8")),
             detail=pl.when(pl.col("_long"))
             .then(pl.lit(f"line longer than {reader.MAX_LINE_BYTES} bytes; only a preview is kept"))
@@ -469,12 +570,16 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         )
         if bad.height:
             key = ["_file", "line_no"]
-            lines = lines.join(bad.select(key).with_columns(_q=pl.lit(True)), on=key, how="left",
-                               maintain_order="left").with_columns(pl.col("_q").fill_null(False))
+            lines = lines.join(
+                bad.select(key).with_columns(_q=pl.lit(True)), on=key, how="left", maintain_order="left"
+            ).with_columns(pl.col("_q").fill_null(False))
             ev = ev.join(bad.select(key), on=key, how="anti", maintain_order="left")
             n = lines.filter(~pl.col("_q")).group_by("_file", "_grp").agg(pl.len().alias("_n"))
-            ev = ev.join(n, on=["_file", "_grp"], how="inner", maintain_order="left").with_columns(
-                line_count=pl.col("_n").cast(pl.Int32)).drop("_n")
+            ev = (
+                ev.join(n, on=["_file", "_grp"], how="inner", maintain_order="left")
+                .with_columns(line_count=pl.col("_n").cast(pl.Int32))
+                .drop("_n")
+            )
         else:
             lines = lines.with_columns(_q=pl.lit(False))
     else:
@@ -488,12 +593,23 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         per_line = None
         if full and lines is not None:
             per_line = lines.filter(pl.col("_file") == i).with_columns(
-                category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category")))
+                category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category"))
+            )
         event_lines = int(e["line_count"].sum()) if e.height else 0
         n_q = int((q["_file"] == i).sum()) if q is not None else 0
-        res = ParseResult(conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
-                          conform(qq, QUARANTINE, name="quarantine"), s.lines_read, event_lines, 0, n_q,
-                          s.bytes_read, s.fmt, s.error, per_line, s.content_sha256)
+        res = ParseResult(
+            conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
+            conform(qq, QUARANTINE, name="quarantine"),
+            s.lines_read,
+            event_lines,
+            0,
+            n_q,
+            s.bytes_read,
+            s.fmt,
+            s.error,
+            per_line,
+            s.content_sha256,
+        )
         res.benign = s.lines_read - event_lines - n_q
         out.append(res)
     return out
@@ -527,43 +643,110 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     # a rule continuation joins the line above only within its own family (an OOM report
     # line right after an SXid block is a new event)
     same_family = pl.col("family") == pl.col("family").shift(1)
-    joined = (same_file & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
-              & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)).fill_null(False)
+    joined = (
+        same_file
+        & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
+        & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
+    ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
-    node_from_line = pl.coalesce(pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424"))
-    node = (pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
-            .then(pl.coalesce(pl.col("pdsh"), pl.col("_node_ctx")))
-            .otherwise(pl.coalesce(node_from_line, pl.col("_node_ctx"))))
+    node_from_line = pl.coalesce(
+        pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424")
+    )
+    node = (
+        pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
+        .then(pl.coalesce(pl.col("pdsh"), pl.col("_node_ctx")))
+        .otherwise(pl.coalesce(node_from_line, pl.col("_node_ctx")))
+    )
     c = c.with_columns(
         node=node,
-        rank=pl.coalesce(pl.col("rank"), pl.col("rank_label").cast(pl.Int32, strict=False),
-                         pl.col("srun_label").cast(pl.Int32, strict=False)),
+        rank=pl.coalesce(
+            pl.col("rank"),
+            pl.col("rank_label").cast(pl.Int32, strict=False),
+            pl.col("srun_label").cast(pl.Int32, strict=False),
+        ),
         job_id=pl.coalesce(pl.col("_job_ctx"), pl.col("job_id")),
         family=pl.coalesce(pl.col("family"), pl.col("_family_default")),
     )
-    per_line_cols = ["_file", "_source", "_provider", "_cluster", "line_no", "raw", "msg", "ts", "ts_source", "node",
-                     "gpu_pci", "gpu_uuid", "gpu_serial", "job_id", "rank", "family", "xid", "sxid", "nccl_status",
-                     "category", "severity", "action", "rule_id", "keep", "_rank", "_grp", "_long", "_garbage"]
+    per_line_cols = [
+        "_file",
+        "_source",
+        "_provider",
+        "_cluster",
+        "line_no",
+        "raw",
+        "msg",
+        "ts",
+        "ts_source",
+        "node",
+        "gpu_pci",
+        "gpu_uuid",
+        "gpu_serial",
+        "job_id",
+        "rank",
+        "family",
+        "xid",
+        "sxid",
+        "nccl_status",
+        "category",
+        "severity",
+        "action",
+        "rule_id",
+        "keep",
+        "_rank",
+        "_grp",
+        "_long",
+        "_garbage",
+    ]
     lines = c.select(per_line_cols)
     # one event per group: the deciding line's fields first, then the first non-null
     ordered = lines.sort(["_grp", "_rank", "line_no"])
-    take_first_non_null = ["ts", "node", "gpu_pci", "gpu_uuid", "gpu_serial", "job_id", "rank", "xid", "sxid", "nccl_status"]
+    take_first_non_null = [
+        "ts",
+        "node",
+        "gpu_pci",
+        "gpu_uuid",
+        "gpu_serial",
+        "job_id",
+        "rank",
+        "xid",
+        "sxid",
+        "nccl_status",
+    ]
     ev = ordered.group_by("_grp", maintain_order=True).agg(
         [pl.col(x).drop_nulls().first() for x in take_first_non_null]
-        + [pl.col(x).first() for x in ("_file", "_source", "_provider", "_cluster", "family", "category", "severity",
-                                        "action", "rule_id", "keep")]
-        + [pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
-           pl.col("line_no").min().alias("line_no"), pl.len().cast(pl.Int32).alias("line_count")]
+        + [
+            pl.col(x).first()
+            for x in (
+                "_file",
+                "_source",
+                "_provider",
+                "_cluster",
+                "family",
+                "category",
+                "severity",
+                "action",
+                "rule_id",
+                "keep",
+            )
+        ]
+        + [
+            pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
+            pl.col("line_no").min().alias("line_no"),
+            pl.len().cast(pl.Int32).alias("line_count"),
+        ]
     )
     texts = lines.group_by("_grp", maintain_order=True).agg(
-        pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message"))
+        pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message")
+    )
     ev = ev.join(texts, on="_grp", how="left", maintain_order="left")
     ev = ev.filter((pl.col("category") != "benign") | pl.col("keep"))
     ev = ev.with_columns(
         event_id=pl.format("{}:{}", pl.col("_source"), pl.col("line_no")),
-        source=pl.col("_source"), provider=pl.col("_provider"), cluster=pl.col("_cluster"),
+        source=pl.col("_source"),
+        provider=pl.col("_provider"),
+        cluster=pl.col("_cluster"),
         ts_source=pl.col("ts_source").fill_null("none"),
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
         template=mask_template(pl.col("message").str.split("\n").list.first()),
@@ -571,6 +754,9 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     # per physical line, the joined event's verdict (continuations carry it too)
     cols = ("category", "severity", "action", "family")
     verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
-    lines = lines.join(verdict, on="_grp", how="left", maintain_order="left").with_columns(
-        [pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols]).drop([f"_e_{x}" for x in cols])
+    lines = (
+        lines.join(verdict, on="_grp", how="left", maintain_order="left")
+        .with_columns([pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols])
+        .drop([f"_e_{x}" for x in cols])
+    )
     return ev, lines

@@ -4,6 +4,7 @@ Every file of the partition ends up in ``audit`` (one row each, balanced: lines 
 event lines + benign + quarantined); every line or file that could not be used ends up in
 ``quarantine`` with a reason. Nothing here knows about Dagster.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -15,6 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from ..classify.ruleset import RuleSet, load_ruleset
+from ..lake.storage import ObjectPath
+from ..schema import AUDIT, EVENTS, FLIGHT, QUARANTINE, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
 from .flight_recorder import (
     MAX_DUMP_BYTES,
     FlightRecorderError,
@@ -26,20 +29,17 @@ from .flight_recorder import (
     suspect_rank,
 )
 from .landing import Partition, PartitionFiles, partition_files
-from ..schema import AUDIT, EVENTS, QUARANTINE
-from .sacct import parse_sacct
-from ..lake.storage import ObjectPath
-from ..schema import FLIGHT, RAW_JOBS, SORT_KEYS, STEPS, TABLES, conform
 from .parse import ParseResult, SourceContext, file_checksum, parse_files
+from .sacct import parse_sacct
 
 
 @dataclass
 class PartitionTables:
-    kernel_events: pl.DataFrame     # kernel logs
-    job_events: pl.DataFrame        # job output and the Slurm controller log
-    jobs: pl.DataFrame              # sacct allocations (RAW_JOBS)
+    kernel_events: pl.DataFrame  # kernel logs
+    job_events: pl.DataFrame  # job output and the Slurm controller log
+    jobs: pl.DataFrame  # sacct allocations (RAW_JOBS)
     steps: pl.DataFrame
-    flight: pl.DataFrame            # one flight-recorder summary row per rank
+    flight: pl.DataFrame  # one flight-recorder summary row per rank
     quarantine: pl.DataFrame
     audit: pl.DataFrame
 
@@ -55,8 +55,9 @@ def finish(df: pl.DataFrame, table: str) -> pl.DataFrame:
 
 
 def _part_cols(df: pl.DataFrame, part: Partition) -> pl.DataFrame:
-    return df.with_columns(provider=pl.lit(part.provider), cluster=pl.lit(part.cluster),
-                           date=pl.lit(dt.date.fromisoformat(part.date)))
+    return df.with_columns(
+        provider=pl.lit(part.provider), cluster=pl.lit(part.cluster), date=pl.lit(dt.date.fromisoformat(part.date))
+    )
 
 
 class _Acc:
@@ -68,28 +69,69 @@ class _Acc:
         self.quarantine: list[pl.DataFrame] = []
 
     def quarantine_file(self, path: Path, reason: str, detail: str) -> None:
-        self.quarantine.append(pl.DataFrame(
-            {"source": [self.pf.rel(path)], "line_no": [None], "reason": [reason], "detail": [detail],
-             "preview": [""]}, schema=QUARANTINE))
+        self.quarantine.append(
+            pl.DataFrame(
+                {
+                    "source": [self.pf.rel(path)],
+                    "line_no": [None],
+                    "reason": [reason],
+                    "detail": [detail],
+                    "preview": [""],
+                },
+                schema=QUARANTINE,
+            )
+        )
 
-    def add_audit(self, path: Path, kind: str, *, lines: int = 0, events: int = 0, event_lines: int = 0,
-                  benign: int = 0, quarantined: int = 0, bytes_read: int | None = None,
-                  fmt: str | None = None, message: str | None = None, content_sha256: str | None = None) -> None:
+    def add_audit(
+        self,
+        path: Path,
+        kind: str,
+        *,
+        lines: int = 0,
+        events: int = 0,
+        event_lines: int = 0,
+        benign: int = 0,
+        quarantined: int = 0,
+        bytes_read: int | None = None,
+        fmt: str | None = None,
+        message: str | None = None,
+        content_sha256: str | None = None,
+    ) -> None:
         size = path.stat().st_size
-        self.audit.append({
-            "source": self.pf.rel(path), "kind": kind, "bytes": size,
-            "bytes_read": size if bytes_read is None else bytes_read,
-            "checksum": content_sha256 if content_sha256 and _stored_as_read(path, size, bytes_read)
-            else _checksum(path),
-            "lines_read": lines, "events": events, "event_lines": event_lines, "benign": benign,
-            "quarantined": quarantined, "format": fmt, "message": message,
-        })
+        self.audit.append(
+            {
+                "source": self.pf.rel(path),
+                "kind": kind,
+                "bytes": size,
+                "bytes_read": size if bytes_read is None else bytes_read,
+                "checksum": content_sha256
+                if content_sha256 and _stored_as_read(path, size, bytes_read)
+                else _checksum(path),
+                "lines_read": lines,
+                "events": events,
+                "event_lines": event_lines,
+                "benign": benign,
+                "quarantined": quarantined,
+                "format": fmt,
+                "message": message,
+            }
+        )
 
     def add_parse(self, path: Path, kind: str, res: ParseResult) -> None:
         self.quarantine.append(res.quarantine)
-        self.add_audit(path, kind, lines=res.lines_read, events=res.events.height, event_lines=res.event_lines,
-                       benign=res.benign, quarantined=res.quarantined, bytes_read=res.bytes_read,
-                       fmt=res.format, message=res.message, content_sha256=res.content_sha256)
+        self.add_audit(
+            path,
+            kind,
+            lines=res.lines_read,
+            events=res.events.height,
+            event_lines=res.event_lines,
+            benign=res.benign,
+            quarantined=res.quarantined,
+            bytes_read=res.bytes_read,
+            fmt=res.format,
+            message=res.message,
+            content_sha256=res.content_sha256,
+        )
 
 
 def _stored_as_read(path: Path, size: int, bytes_read: int | None) -> bool:
@@ -106,7 +148,7 @@ def _stored_as_read(path: Path, size: int, bytes_read: int | None) -> bool:
 
 def _object_magic(path: ObjectPath) -> str | None:
     """``gzip``/``zstd`` when the object starts with that magic (one small ranged read)."""
-    magic = path.fs.cat_file(path.path, start=0, end=4)     # a ranged GET, no HEAD
+    magic = path.fs.cat_file(path.path, start=0, end=4)  # a ranged GET, no HEAD
     return "gzip" if magic[:2] == b"\x1f\x8b" else "zstd" if magic == b"\x28\xb5\x2f\xfd" else None
 
 
@@ -135,8 +177,15 @@ def _read_boots(path: Path, acc: _Acc) -> list[dt.datetime]:
         try:
             t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
         except ValueError:
-            bad.append({"source": acc.pf.rel(path), "line_no": i, "reason": "bad_boot_time",
-                        "detail": "not an ISO-8601 time", "preview": s[:512]})
+            bad.append(
+                {
+                    "source": acc.pf.rel(path),
+                    "line_no": i,
+                    "reason": "bad_boot_time",
+                    "detail": "not an ISO-8601 time",
+                    "preview": s[:512],
+                }
+            )
             continue
         boots.append(t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc))
     if bad:
@@ -151,9 +200,17 @@ def _sacct(path: Path, acc: _Acc) -> tuple[pl.DataFrame, pl.DataFrame]:
         acc.quarantine.append(res.quarantine)
     a = res.accounted
     rows = a["jobs"] + a["steps"]
-    acc.add_audit(path, "sacct", lines=res.lines_read, events=rows, event_lines=rows,
-                  benign=a["header"] + a["blank"], quarantined=a["quarantined"], fmt="sacct_pipe",
-                  message=res.error)
+    acc.add_audit(
+        path,
+        "sacct",
+        lines=res.lines_read,
+        events=rows,
+        event_lines=rows,
+        benign=a["header"] + a["blank"],
+        quarantined=a["quarantined"],
+        fmt="sacct_pipe",
+        message=res.error,
+    )
     return res.jobs, res.steps
 
 
@@ -191,15 +248,23 @@ def _flight(files: list[tuple[str, Path]], acc: _Acc) -> pl.DataFrame:
     for job_id, ranks in sorted(by_job.items()):
         dumps = {r: d for r, (d, _) in ranks.items()}
         suspect, why = suspect_rank(dumps)
-        sources = pl.DataFrame({"rank": list(ranks), "source": [s for _, s in ranks.values()]},
-                               schema={"rank": pl.Int64, "source": pl.String})
-        frames.append(summarize_dumps(dumps).join(sources, on="rank", how="left").with_columns(
-            job_id=pl.lit(job_id), suspect_rank=pl.lit(suspect, pl.Int64), suspect_reason=pl.lit(why)))
-    return pl.concat(frames) if frames else pl.DataFrame(schema={c: FLIGHT[c] for c in FLIGHT if c not in
-                                                                ("provider", "cluster", "date")})
+        sources = pl.DataFrame(
+            {"rank": list(ranks), "source": [s for _, s in ranks.values()]},
+            schema={"rank": pl.Int64, "source": pl.String},
+        )
+        frames.append(
+            summarize_dumps(dumps)
+            .join(sources, on="rank", how="left")
+            .with_columns(job_id=pl.lit(job_id), suspect_rank=pl.lit(suspect, pl.Int64), suspect_reason=pl.lit(why))
+        )
+    return (
+        pl.concat(frames)
+        if frames
+        else pl.DataFrame(schema={c: FLIGHT[c] for c in FLIGHT if c not in ("provider", "cluster", "date")})
+    )
 
 
-REFUSED_DETAIL = {     # per landing.Problem reason
+REFUSED_DETAIL = {  # per landing.Problem reason
     "symlink": "not read: symlinks are never followed",
     "outside_landing": "not read: paths resolving outside the landing folder are never followed",
     "not_a_file": "not read: not a regular file (a FIFO, socket or device)",
@@ -209,8 +274,9 @@ REFUSED_DETAIL = {     # per landing.Problem reason
 }
 
 
-def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, date: str | dt.date,
-                     rs: RuleSet | None = None) -> PartitionTables:
+def ingest_partition(
+    landing: str | os.PathLike, provider: str, cluster: str, date: str | dt.date, rs: RuleSet | None = None
+) -> PartitionTables:
     """Parse every file of ``landing/provider/cluster/date`` (see the module docstring)."""
     part = Partition(provider, cluster, date.isoformat() if isinstance(date, dt.date) else date)
     ref_date = dt.date.fromisoformat(part.date)
@@ -218,14 +284,23 @@ def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, da
     pf = partition_files(landing, part)
     acc = _Acc(pf)
     for problem in pf.problems:
-        acc.quarantine.append(pl.DataFrame(
-            {"source": [problem.path], "line_no": [None], "reason": [f"refused_{problem.reason}"],
-             "detail": [REFUSED_DETAIL.get(problem.reason, f"not read: {problem.reason.replace('_', ' ')}")],
-             "preview": [""]}, schema=QUARANTINE))
+        acc.quarantine.append(
+            pl.DataFrame(
+                {
+                    "source": [problem.path],
+                    "line_no": [None],
+                    "reason": [f"refused_{problem.reason}"],
+                    "detail": [REFUSED_DETAIL.get(problem.reason, f"not read: {problem.reason.replace('_', ' ')}")],
+                    "preview": [""],
+                },
+                schema=QUARANTINE,
+            )
+        )
 
     def ctx(path: Path, kind: str, **kw) -> SourceContext:
-        return SourceContext(source=pf.rel(path), kind=kind, ref_date=ref_date, provider=provider,
-                             cluster=cluster, **kw)
+        return SourceContext(
+            source=pf.rel(path), kind=kind, ref_date=ref_date, provider=provider, cluster=cluster, **kw
+        )
 
     boots = {p: _read_boots(p, acc) for p in pf.boots}
     # every log of the partition is read first, then all their candidate lines are parsed
@@ -236,7 +311,7 @@ def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, da
         items.append((pf.slurmctld, "slurmctld", ctx(pf.slurmctld, "slurmctld")))
     results = parse_files([(path, c) for path, _kind, c in items], rs)
     kernel, job = [], []
-    first_copy: dict[str, Path] = {}      # content sha256 -> first file delivering it
+    first_copy: dict[str, Path] = {}  # content sha256 -> first file delivering it
     for (path, kind, _c), res in zip(items, results):
         key = res.content_sha256 if not res.message and res.lines_read else None
         if key in first_copy:
@@ -251,9 +326,14 @@ def ingest_partition(landing: str | os.PathLike, provider: str, cluster: str, da
             first_copy[key] = path
         acc.add_parse(path, kind, res)
         (kernel if kind == "kernel" else job).append(res.events)
-    jobs, steps = (_sacct(pf.sacct, acc) if pf.sacct is not None
-                   else (pl.DataFrame(schema=RAW_JOBS).drop("provider", "cluster", "date"),
-                         pl.DataFrame(schema=STEPS).drop("provider", "cluster", "date")))
+    jobs, steps = (
+        _sacct(pf.sacct, acc)
+        if pf.sacct is not None
+        else (
+            pl.DataFrame(schema=RAW_JOBS).drop("provider", "cluster", "date"),
+            pl.DataFrame(schema=STEPS).drop("provider", "cluster", "date"),
+        )
+    )
     flight = _flight(pf.flight, acc)
     for path in pf.other:
         acc.quarantine_file(path, "unexpected_file", "not part of the landing layout; not read")
@@ -285,10 +365,13 @@ def core_jobs(raw_jobs: pl.DataFrame, steps: pl.DataFrame, flight: pl.DataFrame)
     """sacct allocations with their step counts and the flight recorder's suspect rank."""
     step_stats = steps.group_by("job_id").agg(
         n_steps=pl.len().cast(pl.Int64),
-        failed_steps=(pl.col("state").fill_null("") != "COMPLETED").sum().cast(pl.Int64))
+        failed_steps=(pl.col("state").fill_null("") != "COMPLETED").sum().cast(pl.Int64),
+    )
     fr = flight.group_by("job_id").agg(
-        fr_ranks=pl.len().cast(pl.Int64), fr_suspect_rank=pl.col("suspect_rank").first(),
-        fr_suspect_reason=pl.col("suspect_reason").first())
+        fr_ranks=pl.len().cast(pl.Int64),
+        fr_suspect_rank=pl.col("suspect_rank").first(),
+        fr_suspect_reason=pl.col("suspect_reason").first(),
+    )
     jobs = raw_jobs.join(step_stats, on="job_id", how="left").join(fr, on="job_id", how="left")
     jobs = jobs.with_columns(pl.col("n_steps", "failed_steps", "fr_ranks").fill_null(0))
     return finish(jobs, "jobs")

@@ -5,6 +5,7 @@ prefixes (rank labels, glog, Python logging, torchrun) are alternatives too. Tim
 turned into UTC by ``derive_timestamps`` and always say how they were derived
 (``ts_source``): nothing is parsed by guessing.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -12,8 +13,8 @@ import datetime as dt
 import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_MON = r"[^\W\d_]{3,4}\.?"                      # Nov, Dez, déc., Mär (localized syslog)
-_TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"        # kernel:  nvidia-fabricmanager[812]:
+_MON = r"[^\W\d_]{3,4}\.?"  # Nov, Dez, déc., Mär (localized syslog)
+_TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:
 
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.
@@ -22,7 +23,7 @@ _LABEL = r"^(?:\[(?:rank|default)(?P<rank_label>\d+)\]:\s?|(?P<srun_label>\d+):\
 _PASTED = rf"[ \t>]*(?:\d{{1,7}}(?:[:|]\s*|\s+))?(?:(?P<pdsh>{_HOST}):\s+)?"
 _ALTS = [
     # <6>1 2026-11-24T03:14:07.123Z host app - - - msg  (RFC 5424 proper)
-    rf"<\d{{1,3}}>1 (?P<iso5424>\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)) (?P<host5424>\S+) (?P<tag5424>\S+) \S+ \S+ (?:-|\[.*?\]) ?",
+    r"<\d{1,3}>1 (?P<iso5424>\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)) (?P<host5424>\S+) (?P<tag5424>\S+) \S+ \S+ (?:-|\[.*?\]) ?",
     # dmesg -x: "kern  :warn  : " then the iso form with a decimal comma
     r"(?:[a-z]+\s*:[a-z]+\s*:\s)?(?P<diso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d|Z)?)\s",
     # RFC 3339 syslog / journald short-iso, optional host (journalctl --no-hostname)
@@ -47,19 +48,47 @@ _ALTS = [
     # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
     r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./-]+:\d+\]\s?",
 ]
-PREFIX_RE = _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
+PREFIX_RE = (
+    _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
+)
 
 MONTHS = {
     # English, German, French, Spanish, Italian, Dutch abbreviations seen in localized syslog
-    **{m: i + 1 for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])},
-    "mär": 3, "mai": 5, "okt": 10, "dez": 12, "jän": 1,
-    "janv": 1, "févr": 2, "fév": 2, "mars": 3, "avr": 4, "juin": 6, "juil": 7, "aoû": 8, "août": 8, "déc": 12,
-    "ene": 1, "abr": 4, "ago": 8, "dic": 12, "gen": 1, "mag": 5, "giu": 6, "lug": 7, "set": 9, "ott": 10,
-    "mrt": 3, "mei": 5, "okt.": 10,
+    **{
+        m: i + 1
+        for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+    },
+    "mär": 3,
+    "mai": 5,
+    "okt": 10,
+    "dez": 12,
+    "jän": 1,
+    "janv": 1,
+    "févr": 2,
+    "fév": 2,
+    "mars": 3,
+    "avr": 4,
+    "juin": 6,
+    "juil": 7,
+    "aoû": 8,
+    "août": 8,
+    "déc": 12,
+    "ene": 1,
+    "abr": 4,
+    "ago": 8,
+    "dic": 12,
+    "gen": 1,
+    "mag": 5,
+    "giu": 6,
+    "lug": 7,
+    "set": 9,
+    "ott": 10,
+    "mrt": 3,
+    "mei": 5,
+    "okt.": 10,
 }
 
-TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time",
-              "inherited", "none")
+TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time", "inherited", "none")
 
 
 def split_prefix(raw: pl.Expr) -> pl.Expr:
@@ -75,17 +104,15 @@ def _month_expr(name: pl.Expr) -> pl.Expr:
 def _year_for(month: pl.Expr, ref: pl.Expr) -> pl.Expr:
     """Year of a year-less stamp, from the partition date ``ref``, with the Dec/Jan rollover."""
     y, m = ref.dt.year(), ref.dt.month()
-    return (pl.when((m == 1) & (month == 12)).then(y - 1)
-            .when((m == 12) & (month == 1)).then(y + 1).otherwise(y))
+    return pl.when((m == 1) & (month == 12)).then(y - 1).when((m == 12) & (month == 1)).then(y + 1).otherwise(y)
 
 
 def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
     text = pl.format("{}-{}-{} {}", year, month, day, hms)
-    return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us",
-                                time_zone="UTC")
+    return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
 
 
-MAX_MONO_SECONDS = 1e10         # seconds since boot beyond this (~317 years) are malformed
+MAX_MONO_SECONDS = 1e10  # seconds since boot beyond this (~317 years) are malformed
 _TS_MIN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _TS_MAX = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -96,9 +123,12 @@ def _sane(ts: pl.Expr) -> pl.Expr:
     return pl.when((ts >= lo) & (ts < hi)).then(ts)
 
 
-def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
-                      boots: list[dt.datetime] | None = None,
-                      boots_by_file: dict[int, list[dt.datetime]] | None = None) -> pl.DataFrame:
+def derive_timestamps(
+    p: pl.DataFrame,
+    ref_date: dt.date | None = None,
+    boots: list[dt.datetime] | None = None,
+    boots_by_file: dict[int, list[dt.datetime]] | None = None,
+) -> pl.DataFrame:
     """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``).
 
     Frames of many files carry ``_ref_date`` (the partition day per row), ``_file`` and
@@ -111,29 +141,35 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
         p = p.with_columns(_file=pl.lit(0, pl.Int32))
     ref = c("_ref_date")
     zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"))
-    zoned = (zoned.str.replace(",", ".", literal=True).str.replace(r"Z$", "+00:00")
-             .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2"))
+    zoned = (
+        zoned.str.replace(",", ".", literal=True)
+        .str.replace(r"Z$", "+00:00")
+        .str.replace(r"([+-]\d\d)(\d\d)$", "$1:$2")
+    )
     abs_ts = zoned.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
     naive_txt = pl.coalesce(
         c("slurm").str.replace("T", " ", literal=True),
         c("pylog").str.replace(",", ".", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
-    ctime_ts = (c("ctime").str.replace_all(r"\s+", " ")
-                .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us", time_zone="UTC"))
+    ctime_ts = (
+        c("ctime")
+        .str.replace_all(r"\s+", " ")
+        .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us", time_zone="UTC")
+    )
     fm_ts = c("fm").str.to_datetime("%b %d %Y %H:%M:%S", strict=False, time_unit="us", time_zone="UTC")
 
     bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
     bsd_m = _month_expr(bsd_parts.struct.field("m"))
     bsd_ts = _from_parts(_year_for(bsd_m, ref), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
     glog_m = c("glog").str.slice(0, 2).cast(pl.Int32, strict=False)
-    glog_ts = _from_parts(_year_for(glog_m, ref), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False),
-                          c("glog").str.slice(5))
+    glog_ts = _from_parts(
+        _year_for(glog_m, ref), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False), c("glog").str.slice(5)
+    )
     h_m = _month_expr(c("hmon"))
     h_ts = _from_parts(_year_for(h_m, ref), h_m, c("hday"), pl.format("{}:00", c("htime")))
 
-    mono = pl.coalesce(c("mono").cast(pl.Float64, strict=False),
-                       c("kmsg_us").cast(pl.Float64, strict=False) / 1e6)
+    mono = pl.coalesce(c("mono").cast(pl.Float64, strict=False), c("kmsg_us").cast(pl.Float64, strict=False) / 1e6)
     # malformed stamps (seconds since boot beyond ~300 years, times outside 1970-9000) are
     # no time at all: nulled here, they never overflow the casts below or Python datetimes
     mono = pl.when(mono <= MAX_MONO_SECONDS).then(mono)
@@ -146,12 +182,19 @@ def derive_timestamps(p: pl.DataFrame, ref_date: dt.date | None = None,
     p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
     boot_ts = _sane(c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64)))
     ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
-    src = (pl.when(c("_abs").is_not_null()).then(pl.lit("absolute"))
-           .when(c("_naive").is_not_null()).then(pl.lit("naive_utc"))
-           .when(c("_yearless").is_not_null()).then(pl.lit("yearless"))
-           .when(boot_ts.is_not_null()).then(pl.lit("boot_offset"))
-           .when(c("_mono").is_not_null()).then(pl.lit("no_boot_time"))
-           .otherwise(pl.lit("none")))
+    src = (
+        pl.when(c("_abs").is_not_null())
+        .then(pl.lit("absolute"))
+        .when(c("_naive").is_not_null())
+        .then(pl.lit("naive_utc"))
+        .when(c("_yearless").is_not_null())
+        .then(pl.lit("yearless"))
+        .when(boot_ts.is_not_null())
+        .then(pl.lit("boot_offset"))
+        .when(c("_mono").is_not_null())
+        .then(pl.lit("no_boot_time"))
+        .otherwise(pl.lit("none"))
+    )
     return p.with_columns(ts=ts, ts_source=src).drop("_abs", "_naive", "_yearless", "_mono", "_boot")
 
 
@@ -161,17 +204,30 @@ def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | 
     The last boot segment of a file takes the file's last known boot, the one before it the
     boot before that, and so on (a day's log ends in the boot that is running).
     """
-    rows = [(f, i, b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc), len(bs))
-            for f, bs in (boots_by_file or {}).items() for i, b in enumerate(sorted(bs))]
+    rows = [
+        (f, i, b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc), len(bs))
+        for f, bs in (boots_by_file or {}).items()
+        for i, b in enumerate(sorted(bs))
+    ]
     if not rows:
         return p.with_columns(_boot=pl.lit(None, pl.Datetime("us", "UTC")))
-    table = pl.DataFrame(rows, schema={"_file": pl.Int32, "_bidx": pl.Int64, "_boot": pl.Datetime("us", "UTC"),
-                                       "_nboots": pl.Int64}, orient="row")
+    table = pl.DataFrame(
+        rows,
+        schema={"_file": pl.Int32, "_bidx": pl.Int64, "_boot": pl.Datetime("us", "UTC"), "_nboots": pl.Int64},
+        orient="row",
+    )
     filled = pl.col("_mono").fill_null(strategy="forward").over("_file")
     seg = (filled < filled.shift(1).over("_file")).fill_null(False).cast(pl.Int64).cum_sum().over("_file")
     p = p.with_columns(_seg=seg).with_columns(_last=pl.col("_seg").max().over("_file"))
     nb = table.group_by("_file").agg(pl.col("_nboots").first())
-    p = p.with_columns(pl.col("_file").cast(pl.Int32)).join(nb, on="_file", how="left").with_columns(
-        _bidx=pl.when(pl.col("_mono").is_not_null()).then(pl.col("_nboots") - 1 - (pl.col("_last") - pl.col("_seg"))))
+    p = (
+        p.with_columns(pl.col("_file").cast(pl.Int32))
+        .join(nb, on="_file", how="left")
+        .with_columns(
+            _bidx=pl.when(pl.col("_mono").is_not_null()).then(
+                pl.col("_nboots") - 1 - (pl.col("_last") - pl.col("_seg"))
+            )
+        )
+    )
     p = p.join(table.select("_file", "_bidx", "_boot"), on=["_file", "_bidx"], how="left", maintain_order="left")
     return p.drop("_seg", "_last", "_nboots", "_bidx")

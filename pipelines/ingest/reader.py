@@ -4,6 +4,7 @@ A block is a run of whole physical lines (it ends on a newline), so the hot path
 each block to polars in one call. Decompression is bounded (size and ratio) and truncated
 archives keep what was readable; both are reported as ``ReadIssue`` rows, never raised.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,19 +13,20 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import zstandard
 
 from ..lake.storage import ObjectPath
 
 BLOCK_SIZE = 8 << 20
-MAX_LINE_BYTES = 1 << 20          # longer physical lines are quarantined, only a preview is kept
+MAX_LINE_BYTES = 1 << 20  # longer physical lines are quarantined, only a preview is kept
 PREVIEW_BYTES = 512
 CR_SNIFF_BYTES = 64 << 10
 MAX_DECOMPRESSED_BYTES = 64 << 30
-MAX_RATIO = 200                   # decompressed / compressed
+MAX_RATIO = 200  # decompressed / compressed
 
 
 @dataclass
@@ -48,7 +50,7 @@ class Block:
     body: bytes = b""
     drop_last: bool = False
     first_line_no: int = 1
-    head_overlong: int = 0        # > 0: head is only a preview of a line this long
+    head_overlong: int = 0  # > 0: head is only a preview of a line this long
 
     def has(self, byte: bytes) -> bool:
         return byte in self.head or byte in self.body
@@ -59,10 +61,10 @@ class Block:
 
 @dataclass
 class ReadStats:
-    bytes_read: int = 0           # bytes of (decompressed) content
+    bytes_read: int = 0  # bytes of (decompressed) content
     compressed_bytes: int = 0
     issues: list[ReadIssue] = field(default_factory=list)
-    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)   # of the (decompressed) content
+    digest: hashlib._Hash = field(default_factory=hashlib.sha256)  # of the (decompressed) content
 
 
 class _GzipStream:
@@ -87,8 +89,8 @@ class _GzipStream:
                     rest = self.d.unused_data
                     self.d = zlib.decompressobj(wbits=31)
                     self.buf += self.d.decompress(rest)
-            except zlib.error as exc:     # junk after a member, or corruption: hand out
-                self.done, self._error = True, exc    # what was decoded first, raise after
+            except zlib.error as exc:  # junk after a member, or corruption: hand out
+                self.done, self._error = True, exc  # what was decoded first, raise after
                 break
         out, self.buf = self.buf[:n], self.buf[n:]
         if not out and getattr(self, "_error", None) is not None:
@@ -115,8 +117,8 @@ class _ZstdStream:
     def __init__(self, raw: BinaryIO):
         self.raw, self.buf, self.pos, self.done = raw, b"", 0, False
         self.d = zstandard.ZstdDecompressor().decompressobj()
-        self.pending = b""                         # compressed input not fed yet
-        self.in_frame = False                      # input fed since the last complete frame
+        self.pending = b""  # compressed input not fed yet
+        self.in_frame = False  # input fed since the last complete frame
 
     def read(self, n: int) -> bytes:
         while len(self.buf) - self.pos < n and not self.done:
@@ -125,7 +127,7 @@ class _ZstdStream:
                 if not self.pending:
                     self.done = True
                     break
-            piece, self.pending = self.pending[: self.PIECE], self.pending[self.PIECE:]
+            piece, self.pending = self.pending[: self.PIECE], self.pending[self.PIECE :]
             got = []
             while piece:
                 self.in_frame = True
@@ -134,8 +136,8 @@ class _ZstdStream:
                     break
                 piece, self.in_frame = self.d.unused_data, False
                 self.d = zstandard.ZstdDecompressor().decompressobj()
-            self.buf, self.pos = self.buf[self.pos:] + b"".join(got), 0
-        out = self.buf[self.pos: self.pos + n]
+            self.buf, self.pos = self.buf[self.pos :] + b"".join(got), 0
+        out = self.buf[self.pos : self.pos + n]
         self.pos += len(out)
         if not out and self.done and self.in_frame:
             self.in_frame = False
@@ -166,8 +168,10 @@ class _Bounded(io.RawIOBase):
             self.error = f"truncated or corrupt {self.what}: {exc}"
             return 0
         if self.total + len(chunk) > self.limit:
-            self.error = (f"decompression bound reached ({self.limit} bytes); "
-                          f"possible decompression bomb, rest of {self.what} skipped")
+            self.error = (
+                f"decompression bound reached ({self.limit} bytes); "
+                f"possible decompression bomb, rest of {self.what} skipped"
+            )
             chunk = chunk[: self.limit - self.total]
         n = len(chunk)
         b[:n] = chunk
@@ -175,8 +179,9 @@ class _Bounded(io.RawIOBase):
         return n
 
 
-def open_log(path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES,
-             max_ratio: int = MAX_RATIO) -> tuple[BinaryIO, _Bounded | None, int]:
+def open_log(
+    path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES, max_ratio: int = MAX_RATIO
+) -> tuple[BinaryIO, _Bounded | None, int]:
     """Open a log for binary reading; returns (stream, bound-tracker or None, on-disk size).
 
     ``path`` may be a ``storage.ObjectPath``: the object is streamed (ranged reads of
@@ -231,8 +236,9 @@ def _prefetch(stream: BinaryIO, size: int, digest=None) -> Iterator[bytes]:
             return
 
 
-def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_SIZE,
-                max_line: int = MAX_LINE_BYTES) -> Iterator[Block]:
+def iter_blocks(
+    stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_SIZE, max_line: int = MAX_LINE_BYTES
+) -> Iterator[Block]:
     """Yield blocks of whole lines; CR-only files are read as if CR were the line end.
 
     A line longer than ``max(block_size, max_line)`` is never held whole: its block carries
@@ -242,7 +248,7 @@ def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_S
     carry = b""
     overlong = 0
     cr_mode: bool | None = None
-    sniff = b""                   # undecided start: CR-only is decided on >= 64 KiB or EOF
+    sniff = b""  # undecided start: CR-only is decided on >= 64 KiB or EOF
     for chunk in _prefetch(stream, block_size, stats.digest):
         if cr_mode is None:
             sniff += chunk
@@ -270,7 +276,7 @@ def iter_blocks(stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_S
         else:
             head, head_long = carry + chunk[: nl + 1], 0
         cut = chunk.rfind(b"\n")
-        carry = chunk[cut + 1:]
+        carry = chunk[cut + 1 :]
         yield Block(head=head, body=chunk, drop_last=cut + 1 < len(chunk), head_overlong=head_long)
     if carry or overlong:
         yield Block(head=carry, head_overlong=overlong)

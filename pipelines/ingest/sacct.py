@@ -196,16 +196,12 @@ def _null_if_empty(e: pl.Expr) -> pl.Expr:
 def _stamp(name: str, tz: str) -> tuple[pl.Expr, pl.Expr]:
     """(parsed UTC datetime, bad flag) for a raw time column."""
     raw = pl.col(name)
-    parsed = pl.coalesce(
-        [raw.str.strptime(pl.Datetime("us"), fmt, strict=False) for fmt in _TIME_FORMATS]
-    )
+    parsed = pl.coalesce([raw.str.strptime(pl.Datetime("us"), fmt, strict=False) for fmt in _TIME_FORMATS])
     bad = raw.is_not_null() & ~raw.is_in(_TIME_NULLS) & parsed.is_null()
     if tz in ("UTC", "utc", "Z"):
         value = parsed.dt.replace_time_zone("UTC")
     else:
-        value = parsed.dt.replace_time_zone(
-            tz, ambiguous="earliest", non_existent="null"
-        ).dt.convert_time_zone("UTC")
+        value = parsed.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
     return value, bad
 
 
@@ -266,9 +262,7 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
         fields = fields[:-1]
     names = [f.strip() for f in fields]
     lower = [n.lower() for n in names]
-    header_ok = all(_HEADER_NAME.fullmatch(n) for n in names) and (
-        "jobid" in lower or "jobidraw" in lower
-    )
+    header_ok = all(_HEADER_NAME.fullmatch(n) for n in names) and ("jobid" in lower or "jobidraw" in lower)
     if not header_ok:
         error = (
             f"missing or garbled sacct header: line {header_line} does not name the columns "
@@ -343,20 +337,14 @@ def parse_sacct(data: bytes | str, *, source: str = "sacct.txt", tz: str = "UTC"
         signal=ex.struct.field("sig").cast(pl.Int64, strict=False),
     )
     bad_elapsed = (
-        pl.col("f_elapsed").is_not_null()
-        & ~pl.col("f_elapsed").is_in(_ELAPSED_NULLS)
-        & pl.col("elapsed_s").is_null()
+        pl.col("f_elapsed").is_not_null() & ~pl.col("f_elapsed").is_in(_ELAPSED_NULLS) & pl.col("elapsed_s").is_null()
     )
     bad_nnodes = pl.col("f_nnodes").is_not_null() & pl.col("nnodes").is_null()
-    bad_exit = pl.col("f_exitcode").is_not_null() & (
-        pl.col("exit_code").is_null() | pl.col("signal").is_null()
-    )
+    bad_exit = pl.col("f_exitcode").is_not_null() & (pl.col("exit_code").is_null() | pl.col("signal").is_null())
 
     # ---- node lists: validate once per distinct value
     nl_real = pl.col("f_nodelist").is_not_null() & ~pl.col("f_nodelist").is_in(_NODELIST_EMPTY)
-    distinct = (
-        rows.filter(good_count & nl_real).get_column("f_nodelist").unique(maintain_order=True).to_list()
-    )
+    distinct = rows.filter(good_count & nl_real).get_column("f_nodelist").unique(maintain_order=True).to_list()
     nl = _nodelist_table(distinct).rename({"nodelist": "f_nodelist"})
     rows = rows.join(nl, on="f_nodelist", how="left").sort("line_no")
     bad_nodelist = nl_real & pl.col("nl_error").is_not_null()

@@ -32,6 +32,7 @@ read the day files as before. Partition values must be plain (landing names: let
 digits, ``.``, ``_``, ``-``; ISO dates), and every data file of the table must sit at
 ``provider=*/cluster=*/date=*/data.parquet``; otherwise that table is not compacted.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -46,14 +47,14 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from ..schema import TABLES
 from . import storage
 from .files import DATA_FILE, atomic_produce, lake_root, tables_present, warehouse_root
-from ..schema import TABLES
 from .sqltext import day_scan_sql, files_uniform, quote_sql
 
 COMPACT_DIR = "lake_compact"
 MANIFEST_KEY = "faultline.lake.compact"
-FORMAT = 1           # of the compacted files and their manifest; another value is stale
+FORMAT = 1  # of the compacted files and their manifest; another value is stale
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _DATE = re.compile(r"\d{4}-\d\d-\d\d")
 _MONTH = re.compile(r"\d{4}-\d\d")
@@ -64,10 +65,11 @@ _NULLISH = {"null", "__hive_default_partition__"}
 @dataclass(frozen=True)
 class DayFile:
     """One day file of a table, as found on disk."""
+
     provider: str
     cluster: str
     date: dt.date
-    rel: str             # provider=P/cluster=C/date=D/data.parquet, under the table's folder
+    rel: str  # provider=P/cluster=C/date=D/data.parquet, under the table's folder
     size: int
     mtime_ns: int
     ino: int
@@ -79,7 +81,7 @@ class DayFile:
     def entry(self) -> dict:
         return {"path": self.rel, "size": self.size, "mtime_ns": self.mtime_ns, "ino": self.ino}
 
-    def restat(self, root: Path) -> "DayFile | None":
+    def restat(self, root: Path) -> DayFile | None:
         try:
             st = os.stat(root / self.rel)
         except FileNotFoundError:
@@ -87,31 +89,38 @@ class DayFile:
         return DayFile(self.provider, self.cluster, self.date, self.rel, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-MonthKey = tuple[str, str, str]          # (provider, cluster, YYYY-MM)
+MonthKey = tuple[str, str, str]  # (provider, cluster, YYYY-MM)
 
 
 @dataclass
 class CompactReport:
     """What one ``compact`` call did; months are named ``table/provider=P/cluster=C/month=M``."""
-    written: list[str] = field(default_factory=list)      # (re)compacted now
-    current: list[str] = field(default_factory=list)      # already matched their day files
+
+    written: list[str] = field(default_factory=list)  # (re)compacted now
+    current: list[str] = field(default_factory=list)  # already matched their day files
     skipped: dict[str, str] = field(default_factory=dict)  # month or table -> why not compacted
-    failed: dict[str, str] = field(default_factory=dict)   # month -> the error (its old file stays)
-    removed: list[str] = field(default_factory=list)      # no day file of that month is left
+    failed: dict[str, str] = field(default_factory=dict)  # month -> the error (its old file stays)
+    removed: list[str] = field(default_factory=list)  # no day file of that month is left
     seconds: float = 0.0
 
     def summary(self) -> dict:
-        return {"written": len(self.written), "current": len(self.current), "removed": len(self.removed),
-                "failed": self.failed, "seconds": round(self.seconds, 3)}
+        return {
+            "written": len(self.written),
+            "current": len(self.current),
+            "removed": len(self.removed),
+            "failed": self.failed,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @dataclass
 class Usable:
     """The compacted files a view may read for one table, and the days they stand in for."""
-    columns: list[str] = field(default_factory=list)    # the view's, in order
+
+    columns: list[str] = field(default_factory=list)  # the view's, in order
     files: list[Path] = field(default_factory=list)
-    days: dict[tuple[str, str], list[dt.date]] = field(default_factory=dict)   # (provider, cluster) -> days
-    rels: set[str] = field(default_factory=set)     # those days' files, relative to the table's folder
+    days: dict[tuple[str, str], list[dt.date]] = field(default_factory=dict)  # (provider, cluster) -> days
+    rels: set[str] = field(default_factory=set)  # those days' files, relative to the table's folder
 
 
 def compact_root(warehouse: str | os.PathLike) -> Path:
@@ -119,8 +128,9 @@ def compact_root(warehouse: str | os.PathLike) -> Path:
 
 
 def month_file(warehouse: str | os.PathLike, table: str, provider: str, cluster: str, month: str) -> Path:
-    return (compact_root(warehouse) / table / f"provider={provider}" / f"cluster={cluster}"
-            / f"month={month}" / DATA_FILE)
+    return (
+        compact_root(warehouse) / table / f"provider={provider}" / f"cluster={cluster}" / f"month={month}" / DATA_FILE
+    )
 
 
 def _label(table: str, key: MonthKey) -> str:
@@ -167,7 +177,7 @@ def scan_days(warehouse: str | os.PathLike, table: str) -> tuple[list[DayFile], 
             continue
         try:
             st = os.stat(path)
-        except FileNotFoundError:        # replaced or removed since the listing
+        except FileNotFoundError:  # replaced or removed since the listing
             continue
         days.append(DayFile(*key, "/".join(parts), st.st_size, st.st_mtime_ns, st.st_ino))
     days.sort(key=lambda d: d.rel)
@@ -200,9 +210,13 @@ def read_manifest(path: Path) -> dict | None:
 
 
 def _manifest_ok(manifest: dict | None, table: str, key: MonthKey) -> bool:
-    return (manifest is not None and manifest.get("format") == FORMAT and manifest.get("table") == table
-            and [manifest.get("provider"), manifest.get("cluster"), manifest.get("month")] == list(key)
-            and isinstance(manifest.get("files"), list))
+    return (
+        manifest is not None
+        and manifest.get("format") == FORMAT
+        and manifest.get("table") == table
+        and [manifest.get("provider"), manifest.get("cluster"), manifest.get("month")] == list(key)
+        and isinstance(manifest.get("files"), list)
+    )
 
 
 def manifest_matches(manifest: dict | None, table: str, key: MonthKey, days: list[DayFile]) -> bool:
@@ -226,21 +240,30 @@ class _Changed(Exception):
     """A day file was replaced while its month was being compacted."""
 
 
-def _write_month(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, key: MonthKey,
-                 days: list[DayFile]) -> str | None:
+def _write_month(
+    con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, key: MonthKey, days: list[DayFile]
+) -> str | None:
     """Compact one month; the reason when it was not (the previous file, if any, stays)."""
     root = Path(lake_root(warehouse)) / table
     files = "[" + ", ".join(quote_sql((root / d.rel).as_posix()) for d in days) + "]"
     if not files_uniform(con, files):
         return "its day files differ in columns or types"
-    manifest = {"format": FORMAT, "table": table, "provider": key[0], "cluster": key[1], "month": key[2],
-                "files": [d.entry() for d in days]}
+    manifest = {
+        "format": FORMAT,
+        "table": table,
+        "provider": key[0],
+        "cluster": key[1],
+        "month": key[2],
+        "files": [d.entry() for d in days],
+    }
     kv = "{" + quote_sql(MANIFEST_KEY) + ": " + quote_sql(json.dumps(manifest, sort_keys=True)) + "}"
 
     def produce(tmp: Path) -> None:
         # rows in file (= date) order, each file's rows in its own (sorted) order
-        con.execute(f"COPY (SELECT * FROM {day_scan_sql(files, uniform=True)}) TO {quote_sql(tmp.as_posix())} "
-                    f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {kv})")
+        con.execute(
+            f"COPY (SELECT * FROM {day_scan_sql(files, uniform=True)}) TO {quote_sql(tmp.as_posix())} "
+            f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {kv})"
+        )
         # same size, mtime and inode after the copy as before it: the copy read those files
         if [d.restat(root) for d in days] != days:
             raise _Changed
@@ -283,7 +306,7 @@ def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> Co
                     why = _write_month(con, warehouse, table, key, group)
                 except _Changed:
                     why = "a day file changed while the month was read: left for the next run"
-                except (OSError, duckdb.Error) as exc:     # the previous file (if any) stays
+                except (OSError, duckdb.Error) as exc:  # the previous file (if any) stays
                     report.failed[label] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                     continue
                 if why:
@@ -318,12 +341,12 @@ def _remove_orphans(warehouse: str | os.PathLike, table: str, days: list[DayFile
         except OSError as exc:
             report.failed[label] = f"{type(exc).__name__}: {exc}"
             continue
-        for folder in path.parents:          # month=, cluster=, provider= and table folders left empty
+        for folder in path.parents:  # month=, cluster=, provider= and table folders left empty
             if folder == root:
                 break
             try:
                 folder.rmdir()
-            except OSError:                  # not empty (or already gone)
+            except OSError:  # not empty (or already gone)
                 break
         report.removed.append(label)
 
@@ -333,15 +356,21 @@ def compacted_months(warehouse: str | os.PathLike, table: str) -> list[tuple[Mon
     root = compact_root(warehouse) / table
     out = []
     for path in sorted(root.glob(f"provider=*/cluster=*/month=*/{DATA_FILE}")):
-        provider, cluster, month = (_key_value(p, k) for p, k in
-                                    zip(path.relative_to(root).parts, ("provider", "cluster", "month")))
+        provider, cluster, month = (
+            _key_value(p, k) for p, k in zip(path.relative_to(root).parts, ("provider", "cluster", "month"))
+        )
         if provider and cluster and month and _MONTH.fullmatch(month):
             out.append(((provider, cluster, month), path))
     return out
 
 
-def usable(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, day_select: str,
-           months: list[tuple[MonthKey, Path]] | None = None) -> Usable:
+def usable(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: str | os.PathLike,
+    table: str,
+    day_select: str,
+    months: list[tuple[MonthKey, Path]] | None = None,
+) -> Usable:
     """The compacted files of ``table`` a view may read now, and the days each stands in
     for: those its manifest names, when each of them is on disk with the same size, mtime
     and inode (a day file of that month it does not name is read from the lake), and the
@@ -367,8 +396,9 @@ def usable(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: 
         if named is None:
             continue
         try:
-            got = con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_sql(path.as_posix())}, "
-                              "hive_partitioning = false)").fetchall()
+            got = con.execute(
+                f"DESCRIBE SELECT * FROM read_parquet({quote_sql(path.as_posix())}, hive_partitioning = false)"
+            ).fetchall()
         except duckdb.Error:
             continue
         if sorted((r[0], r[1]) for r in got) != want:

@@ -13,6 +13,7 @@ the new one, never a partial one, and no temporary object ever exists in the buc
 Reads go through the fsspec filesystem, one open handle per file (s3fs pins the object's
 ETag, so a file replaced mid-read fails instead of mixing two versions).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,9 +25,9 @@ from pathlib import Path
 
 import polars as pl
 
+from ..schema import PARTITION, SORT_KEYS, TABLES, conform
 from . import storage
 from .storage import ObjectPath
-from ..schema import PARTITION, SORT_KEYS, TABLES, conform
 
 DATA_FILE = "data.parquet"
 TMP_MARK = ".tmp-"
@@ -43,8 +44,9 @@ def lake_root(warehouse: str | os.PathLike) -> Path | ObjectPath:
     return warehouse_root(warehouse) / "lake"
 
 
-def partition_dir(warehouse: str | os.PathLike, table: str, provider: str, cluster: str,
-                  date: str) -> Path | ObjectPath:
+def partition_dir(
+    warehouse: str | os.PathLike, table: str, provider: str, cluster: str, date: str
+) -> Path | ObjectPath:
     return lake_root(warehouse) / table / f"provider={provider}" / f"cluster={cluster}" / f"date={date}"
 
 
@@ -93,8 +95,9 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_partition(warehouse: str | os.PathLike, table: str, df: pl.DataFrame,
-                    provider: str, cluster: str, date: str) -> Path:
+def write_partition(
+    warehouse: str | os.PathLike, table: str, df: pl.DataFrame, provider: str, cluster: str, date: str
+) -> Path:
     """Conform ``df`` to the table's schema and atomically replace that partition's file.
 
     An empty frame still writes an (empty, schema-correct) file, so a rerun that removes
@@ -116,7 +119,7 @@ def partition_frame(table: str, df: pl.DataFrame, provider: str, cluster: str, d
             fills.append(pl.lit(v, PARTITION[c]).alias(c))
             continue
         col = df.get_column(c)
-        wrong = int((col.cast(PARTITION[c]) != v).sum())       # nulls are filled, not wrong
+        wrong = int((col.cast(PARTITION[c]) != v).sum())  # nulls are filled, not wrong
         if wrong:
             raise ValueError(f"{table}: {wrong} rows belong to another partition than {provider}/{cluster}/{date}")
         if col.null_count():
@@ -157,9 +160,11 @@ def atomic_write(final: Path | ObjectPath, df: pl.DataFrame) -> Path | ObjectPat
 
 def _parquet(df: pl.DataFrame):
     """A ``produce`` for ``stage``: ``df`` as a zstd Parquet file at the given path."""
+
     def produce(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             df.write_parquet(f, compression="zstd", statistics=True)
+
     return produce
 
 
@@ -192,8 +197,9 @@ def commit(tmp: Path, final: Path) -> Path:
     return final
 
 
-def write_partitions(warehouse: str | os.PathLike, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
-                     date: str) -> dict[str, tuple[Path | ObjectPath, pl.DataFrame]]:
+def write_partitions(
+    warehouse: str | os.PathLike, frames: dict[str, pl.DataFrame], provider: str, cluster: str, date: str
+) -> dict[str, tuple[Path | ObjectPath, pl.DataFrame]]:
     """Several tables of one partition, all or none: every file is conformed and staged
     before any is renamed into place, so a failed write (a full disk, a bad row) leaves the
     partition's files as they were. Returns ``{table: (path, frame as read back)}``. Object
@@ -246,8 +252,11 @@ def write_analytics(warehouse: str | os.PathLike, name: str, df: pl.DataFrame) -
 def analytics_present(warehouse: str | os.PathLike) -> list[str]:
     root = analytics_root(warehouse)
     if isinstance(root, ObjectPath):
-        return sorted(p.name[: -len(".parquet")] for p in storage.list_dir(root)
-                      if p.name.endswith(".parquet") and (p.info or {}).get("type") == "file")
+        return sorted(
+            p.name[: -len(".parquet")]
+            for p in storage.list_dir(root)
+            if p.name.endswith(".parquet") and (p.info or {}).get("type") == "file"
+        )
     return sorted(p.stem for p in root.glob("*.parquet")) if root.is_dir() else []
 
 
@@ -257,8 +266,12 @@ def data_files(warehouse: str | os.PathLike, table: str) -> list[tuple[Path, dic
     out = []
     for path in _table_files(root):
         keys = dict(part.split("=", 1) for part in path.relative_to(root).parts[:3])
-        out.append((path, {"provider": keys["provider"], "cluster": keys["cluster"],
-                           "date": dt.date.fromisoformat(keys["date"])}))
+        out.append(
+            (
+                path,
+                {"provider": keys["provider"], "cluster": keys["cluster"], "date": dt.date.fromisoformat(keys["date"])},
+            )
+        )
     return out
 
 
@@ -269,8 +282,11 @@ def _table_files(root: Path | ObjectPath) -> list[Path | ObjectPath]:
     out = []
     for path in storage.list_files(root):
         parts = path.relative_to(root).parts
-        if (len(parts) == 4 and parts[3] == DATA_FILE
-                and all(p.startswith(f"{k}=") for p, k in zip(parts, ("provider", "cluster", "date")))):
+        if (
+            len(parts) == 4
+            and parts[3] == DATA_FILE
+            and all(p.startswith(f"{k}=") for p, k in zip(parts, ("provider", "cluster", "date")))
+        ):
             out.append(path)
     return out
 
@@ -300,11 +316,13 @@ def read_table(warehouse: str | os.PathLike, table: str) -> pl.DataFrame:
     for path, values in data_files(warehouse, table):
         if isinstance(path, ObjectPath):
             df = _read_object(path)
-            if df is not None:      # removed since the listing
+            if df is not None:  # removed since the listing
                 frames.append(df.with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()]))
             continue
         with open(path, "rb") as f:
-            frames.append(pl.read_parquet(f).with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()]))
+            frames.append(
+                pl.read_parquet(f).with_columns([pl.lit(v, PARTITION[c]).alias(c) for c, v in values.items()])
+            )
     if not frames:
         return pl.DataFrame(schema=TABLES[table])
     return pl.concat(frames, how="diagonal_relaxed").select([pl.col(c).cast(t) for c, t in TABLES[table].items()])

@@ -14,15 +14,17 @@ The SQL reads parameters with ``getvariable('name')`` and spells each default as
 ``SET VARIABLE name = ...`` (see ``sql/README.md``). Here every declared parameter is set with
 ``SET VARIABLE name = ?`` and a bound value: values never become SQL text.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -32,8 +34,10 @@ from . import views as _warehouse
 
 TYPES = ("text", "int", "float", "bool", "date")
 _HEADER = re.compile(r"^--\s*(name|description|param)\s*:\s*(.*?)\s*$")
-_PARAM = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<type>[^,()]+?)\s*,\s*"
-                    r"(?:(?P<required>required)|default:\s*(?P<default>[^()]*?))\s*\)\s*(?P<help>.*)$")
+_PARAM = re.compile(
+    r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\((?P<type>[^,()]+?)\s*,\s*"
+    r"(?:(?P<required>required)|default:\s*(?P<default>[^()]*?))\s*\)\s*(?P<help>.*)$"
+)
 _TRUE = {"true", "t", "yes", "y", "1", "on"}
 _FALSE = {"false", "f", "no", "n", "0", "off"}
 
@@ -49,17 +53,18 @@ class ReadOnlyError(QueryError):
 @dataclass(frozen=True)
 class Param:
     name: str
-    type: str                      # one of TYPES
+    type: str  # one of TYPES
     required: bool = False
-    default: Any = None            # already converted to ``type``
-    default_text: str = "NULL"     # as written in the header (with its meaning)
+    default: Any = None  # already converted to ``type``
+    default_text: str = "NULL"  # as written in the header (with its meaning)
     choices: tuple[str, ...] = ()  # for ``a|b|c`` types
     help: str = ""
 
     def describe(self) -> str:
         kind = "|".join(self.choices) if self.choices else self.type
         return f"{self.name} ({kind}, {'required' if self.required else 'default: ' + self.default_text})" + (
-            f" {self.help}" if self.help else "")
+            f" {self.help}" if self.help else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -117,16 +122,19 @@ def convert(value: Any, p: Param) -> Any:
     except QueryError:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
-        raise QueryError(f"{what}: {value!r} is not a valid {p.type}"
-                         + (" (YYYY-MM-DD)" if p.type == "date" else "")) from exc
+        raise QueryError(
+            f"{what}: {value!r} is not a valid {p.type}" + (" (YYYY-MM-DD)" if p.type == "date" else "")
+        ) from exc
     raise QueryError(f"{what}: unknown type")  # pragma: no cover - types are checked when parsing
 
 
 def _parse_param(line: str, file: str) -> Param:
     m = _PARAM.match(line)
     if not m:
-        raise QueryError(f"{file}: cannot read '-- param: {line}' "
-                         "(expected 'name (type, default: VALUE[ = meaning]) help' or 'name (type, required) help')")
+        raise QueryError(
+            f"{file}: cannot read '-- param: {line}' "
+            "(expected 'name (type, default: VALUE[ = meaning]) help' or 'name (type, required) help')"
+        )
     kind = m["type"].strip()
     choices: tuple[str, ...] = ()
     if "|" in kind:
@@ -201,21 +209,23 @@ def bind(query: NamedQuery, values: Mapping[str, Any] | None = None) -> dict[str
     for p in query.params:
         v = convert(values[p.name], p) if p.name in values else p.default
         if p.required and v is None:
-            raise QueryError(f"query {query.name!r} needs parameter {p.name!r} ({p.type}): "
-                             f"--param {p.name}=VALUE")
+            raise QueryError(f"query {query.name!r} needs parameter {p.name!r} ({p.type}): --param {p.name}=VALUE")
         out[p.name] = v
     return out
 
 
 # -- connections and execution ------------------------------------------------------------
 
+
 def db_exists_hint(warehouse: str | os.PathLike) -> str | None:
     """Why ``warehouse`` cannot be queried (None when it can)."""
     path = _warehouse.db_path(warehouse)
     if path.is_file():
         return None
-    return (f"no warehouse at {path.parent} ({path.name} is missing): "
-            "run `faultline run` (or `faultline demo`) first, or pass --warehouse DIR")
+    return (
+        f"no warehouse at {path.parent} ({path.name} is missing): "
+        "run `faultline run` (or `faultline demo`) first, or pass --warehouse DIR"
+    )
 
 
 def connect(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
@@ -260,13 +270,16 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     if not statements:
         raise ReadOnlyError("no SQL statement given")
     if len(statements) > 1:
-        raise ReadOnlyError(f"only one statement at a time: got {len(statements)} "
-                            "(faultline sql is read-only and runs a single SELECT)")
+        raise ReadOnlyError(
+            f"only one statement at a time: got {len(statements)} (faultline sql is read-only and runs a single SELECT)"
+        )
     kind = statements[0].type.name
     if kind != "SELECT":
         word = _first_word(statements[0].query) or kind
-        raise ReadOnlyError(f"refusing {word} ({kind} statement): faultline sql is read-only and runs only "
-                            "SELECT queries (also WITH ..., FROM ..., DESCRIBE, SHOW, SUMMARIZE)")
+        raise ReadOnlyError(
+            f"refusing {word} ({kind} statement): faultline sql is read-only and runs only "
+            "SELECT queries (also WITH ..., FROM ..., DESCRIBE, SHOW, SUMMARIZE)"
+        )
     return sql
 
 
@@ -293,8 +306,11 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any] 
         raise QueryError(_short(exc)) from exc
 
 
-def run_query(target: str | os.PathLike | duckdb.DuckDBPyConnection, name: str | NamedQuery,
-              params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+def run_query(
+    target: str | os.PathLike | duckdb.DuckDBPyConnection,
+    name: str | NamedQuery,
+    params: Mapping[str, Any] | None = None,
+) -> pl.DataFrame:
     """Run a named query with bound parameters on a read-only connection; a polars frame.
 
     ``target``: a warehouse folder (a fresh hardened connection is opened and closed) or an
@@ -338,5 +354,7 @@ def _short(exc: BaseException) -> str:
 def describe(queries: Mapping[str, NamedQuery] | None = None) -> list[dict[str, Any]]:
     """Name, description and parameters of every query (for ``faultline sql --list``)."""
     queries = load_queries() if queries is None else queries
-    return [{"name": q.name, "description": q.description, "params": [p.describe() for p in q.params]}
-            for q in queries.values()]
+    return [
+        {"name": q.name, "description": q.description, "params": [p.describe() for p in q.params]}
+        for q in queries.values()
+    ]

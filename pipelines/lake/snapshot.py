@@ -27,6 +27,7 @@ Object stores have no hard links. A URL warehouse's snapshot (``ObjectSnapshot``
 server-side copies of the analytics tables only, the objects every night replaces (a few
 small files); its views read the day files in place, which only a re-run replaces.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -101,7 +102,7 @@ class Snapshot:
             if Path(src).exists():
                 raise
             return None
-        except OSError as exc:      # EXDEV, EPERM, EMLINK, ENOTSUP ...
+        except OSError as exc:  # EXDEV, EPERM, EMLINK, ENOTSUP ...
             raise Unsupported(exc.errno, f"cannot hard-link {src} into {self.root}: {exc.strerror}") from exc
         return dst
 
@@ -139,7 +140,7 @@ class ObjectSnapshot:
             src.fs.copy(src.path, dst.path)
         except FileNotFoundError:
             return None
-        except OSError as exc:      # denied, unsupported
+        except OSError as exc:  # denied, unsupported
             raise Unsupported(getattr(exc, "errno", None) or 0, f"cannot copy {src} into {self.root}: {exc}") from exc
         return dst
 
@@ -163,8 +164,9 @@ def _children(root: Path | storage.ObjectPath) -> list[str]:
     return [p.name for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
 
 
-def collect(warehouse: str | os.PathLike, grace_s: float | None = None, keep: int = KEEP,
-            now: dt.datetime | None = None) -> list[str]:
+def collect(
+    warehouse: str | os.PathLike, grace_s: float | None = None, keep: int = KEEP, now: dt.datetime | None = None
+) -> list[str]:
     """Remove every snapshot but the newest ``keep`` whose successor was created more than
     ``grace_s`` seconds ago (no reader has opened a view file naming it since then);
     returns the removed ids. Folders with other names are left alone."""
@@ -173,7 +175,7 @@ def collect(warehouse: str | os.PathLike, grace_s: float | None = None, keep: in
     now = now or dt.datetime.now(dt.timezone.utc)
     snaps = sorted((created, name) for name in _children(root) if (created := _created(name)) is not None)
     removed = []
-    for (_c, name), (successor, _n) in zip(snaps[:max(len(snaps) - keep, 0)], snaps[1:]):
+    for (_c, name), (successor, _n) in zip(snaps[: max(len(snaps) - keep, 0)], snaps[1:]):
         if successor <= now - grace:
             _remove(root / name)
             removed.append(name)

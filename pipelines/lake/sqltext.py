@@ -1,4 +1,5 @@
 """SQL text helpers shared by the view file and compaction: literals, identifiers, day scans."""
+
 from __future__ import annotations
 
 import duckdb

@@ -19,6 +19,7 @@ Listings are never served from fsspec's listing cache (``use_listings_cache=Fals
 the options say otherwise): every discovery and every lake listing asks the store, since
 another process may have written since.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -80,7 +81,7 @@ def filesystem(url: str) -> tuple[Any, str]:
     return fs, path.rstrip("/") or path
 
 
-def to_path(location: "str | ObjectPath") -> "ObjectPath":
+def to_path(location: str | ObjectPath) -> ObjectPath:
     """The ``ObjectPath`` of a URL (an ``ObjectPath`` passes through)."""
     if isinstance(location, ObjectPath):
         return location
@@ -88,12 +89,12 @@ def to_path(location: "str | ObjectPath") -> "ObjectPath":
     return ObjectPath(fs, path)
 
 
-def location(value: "str | os.PathLike | ObjectPath") -> "Path | ObjectPath":
+def location(value: str | os.PathLike | ObjectPath) -> Path | ObjectPath:
     """A local ``Path`` (as given, not resolved) or an ``ObjectPath`` for a URL."""
     return to_path(value) if is_url(value) else Path(value)
 
 
-def abspath(value: "str | os.PathLike | ObjectPath") -> str:
+def abspath(value: str | os.PathLike | ObjectPath) -> str:
     """``os.path.abspath`` for local paths; a URL (or ``ObjectPath``) as its URL string."""
     if isinstance(value, ObjectPath):
         return value.url
@@ -102,7 +103,7 @@ def abspath(value: "str | os.PathLike | ObjectPath") -> str:
     return os.path.abspath(value)
 
 
-def join(base: "str | os.PathLike | ObjectPath", *names: str) -> "Path | ObjectPath":
+def join(base: str | os.PathLike | ObjectPath, *names: str) -> Path | ObjectPath:
     """``Path(base).joinpath(*names)`` locally, the same key under a URL otherwise."""
     out = location(base)
     for name in names:
@@ -110,7 +111,7 @@ def join(base: "str | os.PathLike | ObjectPath", *names: str) -> "Path | ObjectP
     return out
 
 
-def isdir(value: "str | os.PathLike | ObjectPath") -> bool:
+def isdir(value: str | os.PathLike | ObjectPath) -> bool:
     if is_url(value):
         p = to_path(value)
         p.fs.invalidate_cache(p.path)
@@ -175,18 +176,18 @@ class ObjectPath:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectPath) and (self.protocol, self.path) == (other.protocol, other.path)
 
-    def __lt__(self, other: "ObjectPath") -> bool:
+    def __lt__(self, other: ObjectPath) -> bool:
         # by segments, like pathlib (``a/b`` < ``a-b/c``), so listings sort like local paths
         return self.path.split("/") < other.path.split("/")
 
     def __hash__(self) -> int:
         return hash((self.protocol, self.path))
 
-    def __truediv__(self, name: str) -> "ObjectPath":
+    def __truediv__(self, name: str) -> ObjectPath:
         name = str(name).strip("/")
         return ObjectPath(self.fs, f"{self.path.rstrip('/')}/{name}" if name else self.path)
 
-    def joinpath(self, *names: str) -> "ObjectPath":
+    def joinpath(self, *names: str) -> ObjectPath:
         out = self
         for n in names:
             out = out / n
@@ -201,18 +202,18 @@ class ObjectPath:
         return PurePosixPath(self.path).suffix
 
     @property
-    def parent(self) -> "ObjectPath":
+    def parent(self) -> ObjectPath:
         return ObjectPath(self.fs, str(PurePosixPath(self.path).parent))
 
-    def with_name(self, name: str) -> "ObjectPath":
+    def with_name(self, name: str) -> ObjectPath:
         return self.parent / name
 
-    def relative_to(self, other: "ObjectPath") -> PurePosixPath:
+    def relative_to(self, other: ObjectPath) -> PurePosixPath:
         """The key below ``other`` (a ``PurePosixPath``: ``.parts``, ``.as_posix()``)."""
         base = other.path.rstrip("/") + "/"
         if not self.path.startswith(base):
             raise ValueError(f"{self.url!r} is not under {other.url!r}")
-        return PurePosixPath(self.path[len(base):])
+        return PurePosixPath(self.path[len(base) :])
 
     # -- the store ------------------------------------------------------------------------
     def _info(self) -> dict:
@@ -231,7 +232,7 @@ class ObjectPath:
     def is_file(self) -> bool:
         try:
             return self._info().get("type") == "file"
-        except FileNotFoundError:       # like Path.is_file: a denied request still raises
+        except FileNotFoundError:  # like Path.is_file: a denied request still raises
             return False
 
     def is_dir(self) -> bool:
@@ -255,8 +256,11 @@ def list_files(root: ObjectPath) -> list[ObjectPath]:
         found = root.fs.find(root.path, detail=True)
     except FileNotFoundError:
         return []
-    out = [ObjectPath(root.fs, name, info) for name, info in found.items()
-           if info.get("type", "file") == "file" and not name.endswith("/")]
+    out = [
+        ObjectPath(root.fs, name, info)
+        for name, info in found.items()
+        if info.get("type", "file") == "file" and not name.endswith("/")
+    ]
     return sorted(out)
 
 
@@ -280,13 +284,14 @@ def put_local_file(local: str | os.PathLike, dest: ObjectPath) -> ObjectPath:
 
 # -- DuckDB ----------------------------------------------------------------------------------
 
-def register(con, url: "str | ObjectPath") -> None:
+
+def register(con, url: str | ObjectPath) -> None:
     """Let a DuckDB connection read ``url``'s scheme through fsspec (no httpfs needed)."""
     fs = to_path(url).fs
     con.register_filesystem(fs)
 
 
-def duckdb_file(warehouse: "str | ObjectPath") -> Path:
+def duckdb_file(warehouse: str | ObjectPath) -> Path:
     """The local view database of a URL warehouse (DuckDB cannot write a database to object
     storage): ``$FAULTLINE_DUCKDB`` when set, else
     ``${XDG_CACHE_HOME:-~/.cache}/faultline/<scheme>/<bucket>/<prefix>/faultline.duckdb``."""

@@ -32,6 +32,7 @@ Its views read ``s3://...`` globs: connections made here register the fsspec fil
 links: a URL warehouse's snapshot holds copies of the analytics tables (``snapshot.
 ObjectSnapshot``, a server-side copy each), and its views read the day files in place.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -46,8 +47,6 @@ import duckdb
 
 from . import snapshot, storage
 from .compact import CompactReport, compact, compacted_months, usable
-from .sqltext import day_scan_sql, files_uniform, ident as _ident, quote_sql
-from .storage import ObjectPath
 from .files import (
     DATA_FILE,
     analytics_present,
@@ -57,7 +56,9 @@ from .files import (
     tables_present,
     temp_name,
 )
-from ..schema import PARTITION
+from .sqltext import day_scan_sql, files_uniform, quote_sql
+from .sqltext import ident as _ident
+from .storage import ObjectPath
 
 if TYPE_CHECKING:
     from .compact import Usable
@@ -73,11 +74,11 @@ class BuildReport:
     path: Path
     views: list[str] = field(default_factory=list)
     sql_views: list[str] = field(default_factory=list)
-    errors: dict[str, str] = field(default_factory=dict)   # sql view file -> error
+    errors: dict[str, str] = field(default_factory=dict)  # sql view file -> error
     skipped: dict[str, str] = field(default_factory=dict)  # sql view file -> the table it lacks
-    snapshot: Path | ObjectPath | None = None   # the folder of links (copies on a store) the views read
-    snapshot_error: str | None = None   # why the views read the live files instead
-    collected: list[str] = field(default_factory=list)     # snapshots removed after the swap
+    snapshot: Path | ObjectPath | None = None  # the folder of links (copies on a store) the views read
+    snapshot_error: str | None = None  # why the views read the live files instead
+    collected: list[str] = field(default_factory=list)  # snapshots removed after the swap
 
 
 def db_path(warehouse: str | os.PathLike) -> Path:
@@ -96,8 +97,9 @@ def prepare(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike) -> Non
         storage.register(con, warehouse)
 
 
-def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = False,
-                   compacted: Usable | None = None, days: bool = True) -> str:
+def table_view_sql(
+    warehouse: str | os.PathLike, table: str, uniform: bool = False, compacted: Usable | None = None, days: bool = True
+) -> str:
     """The view over one lake table. ``uniform``: every file has the same columns and types
     (the usual case: the schema is enforced on write), so DuckDB may take the schema from one
     file; otherwise it reads every file's schema at every query (``union_by_name``: files
@@ -111,8 +113,10 @@ def table_view_sql(warehouse: str | os.PathLike, table: str, uniform: bool = Fal
         return f"CREATE OR REPLACE VIEW {table} AS {_day_select(warehouse, table, uniform)}"
     cover = _days_sql(compacted.days)
     files = "[" + ", ".join(quote_sql(p.as_posix()) for p in compacted.files) + "]"
-    packed = (f"SELECT {', '.join(_ident(c) for c in compacted.columns)} "
-              f"FROM read_parquet({files}, hive_partitioning = false)\nWHERE {cover}")
+    packed = (
+        f"SELECT {', '.join(_ident(c) for c in compacted.columns)} "
+        f"FROM read_parquet({files}, hive_partitioning = false)\nWHERE {cover}"
+    )
     if not days:
         return f"CREATE OR REPLACE VIEW {table} AS {packed}"
     # the layout is regular (``compact.usable`` checked): the glob of the regular layout
@@ -136,8 +140,9 @@ def _days_sql(days: dict[tuple[str, str], list[dt.date]]) -> str:
                 runs[-1][1] = d
             else:
                 runs.append([d, d])
-        spans = " OR ".join(f"date = DATE '{a}'" if a == b else f"date BETWEEN DATE '{a}' AND DATE '{b}'"
-                            for a, b in runs)
+        spans = " OR ".join(
+            f"date = DATE '{a}'" if a == b else f"date BETWEEN DATE '{a}' AND DATE '{b}'" for a, b in runs
+        )
         terms.append(f"(provider = {quote_sql(provider)} AND cluster = {quote_sql(cluster)} AND ({spans}))")
     return " OR ".join(terms) or "false"
 
@@ -179,8 +184,9 @@ def _view_statement(name: str, text: str) -> str:
 STORAGE_COMPATIBILITY = "v1.0.0"
 
 
-def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str,
-                snap: snapshot.Snapshot | None = None) -> str:
+def _table_view(
+    con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, snap: snapshot.Snapshot | None = None
+) -> str:
     """``table_view_sql`` with the compacted months that match the lake now (local warehouses).
 
     With ``snap``, the compacted files are linked into it first and judged by their links
@@ -196,15 +202,15 @@ def _table_view(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, ta
     if uniform:
         months = [(key, snap.link(path)) for key, path in compacted_months(warehouse, table)]
         compacted = usable(con, warehouse, table, day_select, [(k, p) for k, p in months if p is not None])
-        for key, link in months:
+        for _key, link in months:
             if link is not None and link not in compacted.files:
-                link.unlink()          # stale: this view does not read it
+                link.unlink()  # stale: this view does not read it
     days = snap.link_days(Path(lake_root(warehouse)) / table, compacted.rels if compacted else set())
     if days:
         return table_view_sql(snap.root, table, uniform, compacted)
     if compacted and compacted.files:  # every day is in a compacted month
         return table_view_sql(snap.root, table, uniform, compacted, days=False)
-    return table_view_sql(warehouse, table, uniform, compacted)   # the day files vanished meanwhile
+    return table_view_sql(warehouse, table, uniform, compacted)  # the day files vanished meanwhile
 
 
 def build(warehouse: str | os.PathLike) -> BuildReport:
@@ -260,7 +266,7 @@ def build(warehouse: str | os.PathLike) -> BuildReport:
         for leftover in (tmp, Path(f"{tmp}.wal")):
             leftover.unlink(missing_ok=True)
         if snap is not None and not swapped:
-            snap.discard()           # no view file names it
+            snap.discard()  # no view file names it
     report.collected = snapshot.collect(warehouse)
     return report
 
@@ -270,8 +276,11 @@ def publish(warehouse: str | os.PathLike) -> tuple[CompactReport, BuildReport]:
     return compact(warehouse), build(warehouse)
 
 
-def _lake_views(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,
-                snap: snapshot.Snapshot | snapshot.ObjectSnapshot | None) -> list[str]:
+def _lake_views(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: str | os.PathLike,
+    snap: snapshot.Snapshot | snapshot.ObjectSnapshot | None,
+) -> list[str]:
     """Create the views over the lake tables and the analytics tables; their names.
     An ``ObjectSnapshot`` holds the analytics tables only (the day files are read in place)."""
     views = []
@@ -282,7 +291,7 @@ def _lake_views(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike,
         path = analytics_root(warehouse) / f"{name}.parquet"
         if snap is not None:
             path = snap.link(path)
-            if path is None:       # removed since it was listed
+            if path is None:  # removed since it was listed
                 continue
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({quote_sql(path.as_posix())})")
         views.append(name)

@@ -15,6 +15,7 @@ written frame is remembered (``recent``) with the identity of its file (inode, s
 mtime): a read gets the frame only while the file on disk is still that file, and anything
 else (another process replaced it, it was never written here) reads the file.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,7 +49,7 @@ def remember(path: Path | ObjectPath, df: pl.DataFrame) -> None:
     """Keep ``df`` as the contents of the local file ``path`` (just written)."""
     global _recent_bytes
     if isinstance(path, ObjectPath):
-        return                      # an object's version cannot be checked without a request
+        return  # an object's version cannot be checked without a request
     ident, size = _identity(path), int(df.estimated_size())
     if ident is None or size > RECENT_BYTES:
         return
@@ -81,8 +82,9 @@ def forget() -> None:
         _recent_bytes = 0
 
 
-def write_many(warehouse: str, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
-               date: str) -> dict[str, Path | ObjectPath]:
+def write_many(
+    warehouse: str, frames: dict[str, pl.DataFrame], provider: str, cluster: str, date: str
+) -> dict[str, Path | ObjectPath]:
     """``lake.write_partitions`` (all of a partition's tables or none), remembering each frame."""
     out = {}
     for table, (path, full) in lake.write_partitions(warehouse, frames, provider, cluster, date).items():
@@ -119,8 +121,9 @@ class PartitionWriter:
         for other in queued:
             other.cancel()
 
-    def write(self, frames: dict[str, pl.DataFrame], provider: str, cluster: str,
-              date: str) -> dict[str, Path | ObjectPath]:
+    def write(
+        self, frames: dict[str, pl.DataFrame], provider: str, cluster: str, date: str
+    ) -> dict[str, Path | ObjectPath]:
         """Queue one partition's tables; returns the paths their files will have. Raises an
         earlier write's error once it is known."""
         if self._failed is not None:
@@ -142,7 +145,7 @@ class PartitionWriter:
                 pending = list(self._pending)
             for fut in pending:
                 if not fut.cancelled():
-                    fut.exception()        # wait
+                    fut.exception()  # wait
             if self._failed is not None:
                 raise self._failed
         finally:
@@ -150,7 +153,7 @@ class PartitionWriter:
                 self._pending.clear()
             self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> "PartitionWriter":
+    def __enter__(self) -> PartitionWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -159,5 +162,5 @@ class PartitionWriter:
             return
         try:
             self.close()
-        except Exception:           # the step's own error is the one to report
+        except Exception:  # the step's own error is the one to report
             pass

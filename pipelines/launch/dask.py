@@ -24,6 +24,7 @@ How the pieces reach the Dask workers:
 The landing folder and the warehouse must be reachable under the same location from every
 worker (a shared filesystem, or object storage: ``s3://...``, see ``storage``).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,8 +40,8 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import dagster as dg
 
-from ..lake import storage
 from ..ingest.landing import Partition
+from ..lake import storage
 from .local import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
 
 JOB_PREFIX = "faultline_dask_ingest"
@@ -56,8 +57,9 @@ def _register_sizeof() -> None:
     task's result is measured."""
     try:
         from dask.sizeof import sizeof
-    except ImportError:         # dask not installed: nothing to teach
+    except ImportError:  # dask not installed: nothing to teach
         return
+
     @sizeof.register(dg.DagsterEvent)
     def _event_size(event: dg.DagsterEvent) -> int:
         try:
@@ -69,9 +71,8 @@ def _register_sizeof() -> None:
 _register_sizeof()
 
 
-@functools.lru_cache(maxsize=32)    # a worker rebuilds it for every step it runs
-def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
-                    run_id: str = "") -> dg.JobDefinition:
+@functools.lru_cache(maxsize=32)  # a worker rebuilds it for every step it runs
+def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None, run_id: str = "") -> dg.JobDefinition:
     """The lake job (``defs.ingest.lake_job``) with ``dask_executor``. Module level so that
     ``dg.build_reconstructable_job`` can name it; ``run_id`` only makes the job name unique."""
     from dagster_dask import dask_executor
@@ -79,8 +80,14 @@ def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
     from ..defs.ingest.lake_job import build_lake_job
 
     name = f"{JOB_PREFIX}_{run_id}" if run_id else JOB_PREFIX
-    return build_lake_job(landing, warehouse, models_dir, name=name, executor_def=dask_executor,
-                          description="Ingest landing partitions on a Dask cluster.")
+    return build_lake_job(
+        landing,
+        warehouse,
+        models_dir,
+        name=name,
+        executor_def=dask_executor,
+        description="Ingest landing partitions on a Dask cluster.",
+    )
 
 
 def location_job(name: str = "ingest_job") -> dg.JobDefinition:
@@ -110,36 +117,51 @@ def _root_cause(error) -> str:
     return error.message.strip() if error is not None else "unknown error"
 
 
-def _dask_run(landing: str, warehouse: str, models_dir: str | None, address: str, run: list[Partition],
-              instance_ref) -> tuple[list[dict], Counter]:
+def _dask_run(
+    landing: str, warehouse: str, models_dir: str | None, address: str, run: list[Partition], instance_ref
+) -> tuple[list[dict], Counter]:
     """One Dagster run over ``run`` whose steps are Dask tasks; returns the per-partition
     stats and {pid: steps} of the processes that ran its steps."""
     from ..defs.partitions import range_tags
 
     t1 = time.perf_counter()
     run_id = uuid.uuid4().hex[:16]
-    job = dg.build_reconstructable_job(__name__, dask_ingest_job.__name__,
-                                       reconstructable_kwargs={"landing": landing, "warehouse": warehouse,
-                                                               "models_dir": models_dir, "run_id": run_id})
+    job = dg.build_reconstructable_job(
+        __name__,
+        dask_ingest_job.__name__,
+        reconstructable_kwargs={"landing": landing, "warehouse": warehouse, "models_dir": models_dir, "run_id": run_id},
+    )
     run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": address}}}}}
     tags = {**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"}
     with dg.DagsterInstance.from_ref(instance_ref) as instance:
         with dg.execute_job(job, instance=instance, run_config=run_config, tags=tags) as result:
             if not result.success:
-                failures = [f"{e.step_key}: {_root_cause(e.step_failure_data.error)}"
-                            for e in result.all_events if e.is_step_failure]
-                raise RuntimeError(f"Dask run {result.run_id} over {tags['faultline/partitions']} failed: "
-                                   + ("; ".join(failures) or "see the run's event log"))
+                failures = [
+                    f"{e.step_key}: {_root_cause(e.step_failure_data.error)}"
+                    for e in result.all_events
+                    if e.is_step_failure
+                ]
+                raise RuntimeError(
+                    f"Dask run {result.run_id} over {tags['faultline/partitions']} failed: "
+                    + ("; ".join(failures) or "see the run's event log")
+                )
             pids = Counter(e.pid for e in result.all_events if e.is_step_success)
     share = round((time.perf_counter() - t1) / len(run), 3)
     return [partition_stats(warehouse, part) | {"seconds": share} for part in run], pids
 
 
-def run_on_dask(landing: str | os.PathLike, warehouse: str | os.PathLike, address: str,
-                dates: Iterable[str | dt.date] | None = None, clusters: Iterable[str] | None = None,
-                models_dir: str | None = None, progress: ProgressFn | None = None,
-                concurrent_runs: int | None = None, instance: dg.DagsterInstance | None = None,
-                analytics: bool = True) -> dict:
+def run_on_dask(
+    landing: str | os.PathLike,
+    warehouse: str | os.PathLike,
+    address: str,
+    dates: Iterable[str | dt.date] | None = None,
+    clusters: Iterable[str] | None = None,
+    models_dir: str | None = None,
+    progress: ProgressFn | None = None,
+    concurrent_runs: int | None = None,
+    instance: dg.DagsterInstance | None = None,
+    analytics: bool = True,
+) -> dict:
     """Materialize the selected partitions on the Dask scheduler at ``address``
     (``tcp://host:8786``); a summary shaped like ``runner.run_pipeline``'s.
 
@@ -165,15 +187,16 @@ def run_on_dask(landing: str | os.PathLike, warehouse: str | os.PathLike, addres
             runs = batches(parts, concurrent_runs, inst) if parts else []
             ref = inst.get_ref()
             with ThreadPoolExecutor(max_workers=concurrent_runs, thread_name_prefix="faultline-dask") as pool:
-                futures = {pool.submit(_dask_run, landing, warehouse, models_dir, address, run, ref): run
-                           for run in runs}
+                futures = {
+                    pool.submit(_dask_run, landing, warehouse, models_dir, address, run, ref): run for run in runs
+                }
                 pending = set(futures)
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                     for fut in finished:
                         if fut.exception() is not None:
                             for other in pending:
-                                other.cancel()          # runs not started yet; running ones finish
+                                other.cancel()  # runs not started yet; running ones finish
                             raise fut.exception()
                         stats, pids = fut.result()
                         steps.update(pids)
@@ -184,5 +207,11 @@ def run_on_dask(landing: str | os.PathLike, warehouse: str | os.PathLike, addres
     if tally.rows:
         # this process is the one DuckDB writer
         tally.totals.update(finish(warehouse, analytics))
-    return tally.summary(t0, dask={"address": address, "runs": len(runs),
-                                   "steps": {worker_pids.get(pid, pid): n for pid, n in sorted(steps.items())}})
+    return tally.summary(
+        t0,
+        dask={
+            "address": address,
+            "runs": len(runs),
+            "steps": {worker_pids.get(pid, pid): n for pid, n in sorted(steps.items())},
+        },
+    )

@@ -7,6 +7,7 @@ is cut into range runs (``run_plan``), and with ``workers > 1`` they run in para
 processes, each with its own ephemeral instance; the DuckDB view file is rebuilt once, by
 this process, at the end (one writer).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,11 +19,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
-from ..lake import writer as lake_writer, storage
-from . import plan as run_plan
 from ..ingest.landing import Partition, discover
+from ..lake import storage
+from ..lake import writer as lake_writer
+from . import plan as run_plan
 
-if TYPE_CHECKING:       # Dagster is imported where a run starts: planning and spawning need none of it
+if TYPE_CHECKING:  # Dagster is imported where a run starts: planning and spawning need none of it
     import dagster as dg
 
 ProgressFn = Callable[[int, int, Partition, dict], None]
@@ -37,8 +39,9 @@ def _wanted(part: Partition, dates: set[str] | None, clusters: set[str] | None) 
     return True
 
 
-def select_partitions(landing: str | os.PathLike, dates: Iterable[str | dt.date] | None = None,
-                      clusters: Iterable[str] | None = None) -> list[Partition]:
+def select_partitions(
+    landing: str | os.PathLike, dates: Iterable[str | dt.date] | None = None, clusters: Iterable[str] | None = None
+) -> list[Partition]:
     """Landing partitions, filtered by dates and clusters (``cluster``, ``provider/cluster``
     or ``provider:cluster``)."""
     ds = {d.isoformat() if isinstance(d, dt.date) else str(d) for d in dates} if dates else None
@@ -48,9 +51,12 @@ def select_partitions(landing: str | os.PathLike, dates: Iterable[str | dt.date]
 
 def partition_stats(warehouse: str | os.PathLike, part: Partition) -> dict:
     audit = lake_writer.read(str(warehouse), "ingest_audit", part.provider, part.cluster, part.date)
-    return {"files": audit.height, "lines": int(audit["lines_read"].sum()),
-            "events": int(audit.filter(audit["kind"].is_in(["kernel", "job", "slurmctld"]))["events"].sum()),
-            "quarantined": int(audit["quarantined"].sum())}
+    return {
+        "files": audit.height,
+        "lines": int(audit["lines_read"].sum()),
+        "events": int(audit.filter(audit["kind"].is_in(["kernel", "job", "slurmctld"]))["events"].sum()),
+        "quarantined": int(audit["quarantined"].sum()),
+    }
 
 
 def default_workers() -> int:
@@ -81,7 +87,8 @@ def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.Dagster
     sorted, as ``batches`` ordered them): a range is read in the instance's order of keys."""
     import dagster as dg
 
-    from ..defs.partitions import clusters as cluster_dim, dates as date_dim
+    from ..defs.partitions import clusters as cluster_dim
+    from ..defs.partitions import dates as date_dim
 
     if keys not in _instance_cache:
         instance = dg.DagsterInstance.ephemeral()
@@ -94,8 +101,9 @@ def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.Dagster
     return _instance_cache[keys]
 
 
-def _start_worker(landing: str, warehouse: str, models_dir: str | None,
-                  keys: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+def _start_worker(
+    landing: str, warehouse: str, models_dir: str | None, keys: tuple[tuple[str, ...], tuple[str, ...]]
+) -> None:
     """A pool worker's start: Dagster, the lake job and the batch's instance, built with the
     cyclic garbage collector paused and then frozen (``gc.freeze``). They live as long as the
     worker, so no later collection walks them, and the worker's exit, which otherwise ends in
@@ -104,7 +112,7 @@ def _start_worker(landing: str, warehouse: str, models_dir: str | None,
     try:
         _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir)
         _batch_instance(keys)
-    except Exception:       # noqa: BLE001 - the first run builds them again and reports what failed
+    except Exception:  # noqa: BLE001 - the first run builds them again and reports what failed
         return
     finally:
         gc.enable()
@@ -116,9 +124,14 @@ def batch_keys(parts: list[Partition]) -> tuple[tuple[str, ...], tuple[str, ...]
     return tuple(sorted({p.date for p in parts})), tuple(sorted({p.cluster_key for p in parts}))
 
 
-def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: list[Partition],
-                     instance: dg.DagsterInstance | None = None,
-                     keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> list[dict]:
+def _materialize_run(
+    landing: str,
+    warehouse: str,
+    models_dir: str | None,
+    run: list[Partition],
+    instance: dg.DagsterInstance | None = None,
+    keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
+) -> list[dict]:
     """One Dagster run over ``run`` (consecutive clusters x consecutive days; see
     ``run_plan``): its ingest assets and checks. Also the body of a worker. ``instance``: the
     caller's (its keys registered here); else this process's instance for the batch's
@@ -132,9 +145,11 @@ def _materialize_run(landing: str, warehouse: str, models_dir: str | None, run: 
         register(instance, run)
     # the view file is rebuilt once at the end of a batch, not after every partition
     _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir).execute_in_process(
-        instance=instance, run_config=QUIET,
-        tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"})
-    share = round((time.perf_counter() - t1) / len(run), 3)   # the run's time, split evenly
+        instance=instance,
+        run_config=QUIET,
+        tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"},
+    )
+    share = round((time.perf_counter() - t1) / len(run), 3)  # the run's time, split evenly
     return [partition_stats(warehouse, part) | {"seconds": share} for part in run]
 
 
@@ -176,14 +191,25 @@ class Tally:
                 self.progress(self.totals["partitions"], self.total, part, st)
 
     def summary(self, t0: float, **extra) -> dict:
-        return {**self.totals, "seconds": round(time.perf_counter() - t0, 3),
-                "rows": sorted(self.rows, key=lambda r: r["partition"]), **extra}
+        return {
+            **self.totals,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "rows": sorted(self.rows, key=lambda r: r["partition"]),
+            **extra,
+        }
 
 
-def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates=None, clusters=None,
-                 progress: ProgressFn | None = None, models_dir: str | None = None,
-                 instance: dg.DagsterInstance | None = None, analytics: bool = True,
-                 workers: int | None = None) -> dict:
+def run_pipeline(
+    landing: str | os.PathLike,
+    warehouse: str | os.PathLike,
+    dates=None,
+    clusters=None,
+    progress: ProgressFn | None = None,
+    models_dir: str | None = None,
+    instance: dg.DagsterInstance | None = None,
+    analytics: bool = True,
+    workers: int | None = None,
+) -> dict:
     """Materialize every selected partition (all of them without ``dates``/``clusters``).
 
     ``progress(done, total, partition, stats)`` is called after each partition. Returns a
@@ -204,9 +230,13 @@ def run_pipeline(landing: str | os.PathLike, warehouse: str | os.PathLike, dates
         for job in jobs:
             done(job[3], _materialize_run(*job, instance=instance, keys=keys))
     else:
-        ctx = multiprocessing.get_context("spawn")   # polars and Dagster threads do not survive fork
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
-                                 initargs=(str(landing), str(warehouse), models_dir, keys)) as pool:
+        ctx = multiprocessing.get_context("spawn")  # polars and Dagster threads do not survive fork
+        with ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_start_worker,
+            initargs=(str(landing), str(warehouse), models_dir, keys),
+        ) as pool:
             futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())
@@ -220,7 +250,8 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
     Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them,
     ``compaction``, and ``snapshot_error`` (why the views read the live files, or None)."""
-    from ..lake import compact, views as view_file
+    from ..lake import compact
+    from ..lake import views as view_file
 
     warehouse = str(storage.abspath(warehouse))
     if not analytics:
@@ -235,10 +266,17 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     lake_resource = LakeResource(warehouse=warehouse)
 
     t1 = time.perf_counter()
-    res = dg.materialize([out_analytics, out_report], resources={"lake": lake_resource},
-                         instance=instance or dg.DagsterInstance.ephemeral(), run_config=QUIET)
+    res = dg.materialize(
+        [out_analytics, out_report],
+        resources={"lake": lake_resource},
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        run_config=QUIET,
+    )
     mat = res.asset_materializations_for_node("out_analytics")
     meta = mat[0].metadata if mat else {}
-    return {"analytics": {k[5:]: v.value for k, v in meta.items() if k.startswith("rows_")},
-            "analytics_seconds": round(time.perf_counter() - t1, 3),
-            "snapshot_error": getattr(meta.get("snapshot_error"), "value", None) or None, **extra}
+    return {
+        "analytics": {k[5:]: v.value for k, v in meta.items() if k.startswith("rows_")},
+        "analytics_seconds": round(time.perf_counter() - t1, 3),
+        "snapshot_error": getattr(meta.get("snapshot_error"), "value", None) or None,
+        **extra,
+    }

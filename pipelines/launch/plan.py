@@ -9,6 +9,7 @@ batch into rectangles, simulates the workers taking runs largest first, and keep
 that finishes earliest (then the one with fewer runs). Plain Python, no Dagster: the main
 process of ``faultline run`` plans before any worker has started.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -20,16 +21,22 @@ from ..ingest.landing import Partition
 RUN_COST = 1.1
 
 
-def ranges(parts: Sequence[Partition], max_parts: int, max_days: int | None = None,
-           day_order: Sequence[str] | None = None,
-           cluster_order: Sequence[str] | None = None) -> list[list[Partition]]:
+def ranges(
+    parts: Sequence[Partition],
+    max_parts: int,
+    max_days: int | None = None,
+    day_order: Sequence[str] | None = None,
+    cluster_order: Sequence[str] | None = None,
+) -> list[list[Partition]]:
     """``parts`` as rectangles of at most ``max_parts`` partitions: each cluster's consecutive
     days cut into spans of at most ``max_days`` (default ``max_parts``), then neighbouring
     clusters with the same span of days merged while the rectangle stays within ``max_parts``.
     ``day_order`` / ``cluster_order``: the instance's order of keys (default: sorted)."""
     days = {d: i for i, d in enumerate(day_order if day_order is not None else sorted({p.date for p in parts}))}
-    clusters = {c: i for i, c in enumerate(cluster_order if cluster_order is not None
-                                           else sorted({p.cluster_key for p in parts}))}
+    clusters = {
+        c: i
+        for i, c in enumerate(cluster_order if cluster_order is not None else sorted({p.cluster_key for p in parts}))
+    }
     max_parts = max(1, max_parts)
     max_days = max(1, min(max_days or max_parts, max_parts))
     by_cluster: dict[str, list[Partition]] = {}
@@ -45,7 +52,7 @@ def ranges(parts: Sequence[Partition], max_parts: int, max_days: int | None = No
                 span = []
             span.append(p)
         spans.setdefault(tuple(days[q.date] for q in span), []).append((clusters[key], span))
-    runs: list[tuple[tuple[int, int], list[Partition]]] = []     # ((first cluster, first day), run)
+    runs: list[tuple[tuple[int, int], list[Partition]]] = []  # ((first cluster, first day), run)
     for day_key, group in spans.items():
         run: list[Partition] = []
         last = None
@@ -69,13 +76,20 @@ def makespan(sizes: Sequence[int], workers: int, run_cost: float = RUN_COST) -> 
 
 
 def _candidates(limit: int) -> list[int]:
-    return sorted({n for n in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 31, 32, 40, 48, 56, 64)
-                   if n <= limit} | {limit})
+    return sorted(
+        {n for n in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 31, 32, 40, 48, 56, 64) if n <= limit}
+        | {limit}
+    )
 
 
-def plan(parts: Sequence[Partition], workers: int, max_parts: int,
-         day_order: Sequence[str] | None = None, cluster_order: Sequence[str] | None = None,
-         run_cost: float = RUN_COST) -> list[list[Partition]]:
+def plan(
+    parts: Sequence[Partition],
+    workers: int,
+    max_parts: int,
+    day_order: Sequence[str] | None = None,
+    cluster_order: Sequence[str] | None = None,
+    run_cost: float = RUN_COST,
+) -> list[list[Partition]]:
     """The runs for ``parts`` on ``workers`` workers, at most ``max_parts`` partitions each,
     largest first (the order to submit them in). See the module docstring."""
     if not parts:

@@ -1,9 +1,10 @@
 """The nightly report: one self-contained HTML page (or Markdown) per night of a warehouse.
 
-    from faultline.report import build_report
-    build_report("warehouse", "out/report.html")            # the latest night
-    build_report("warehouse", "out/report.md", fmt="md", day=datetime.date(2026, 11, 3))
+from faultline.report import build_report
+build_report("warehouse", "out/report.html")            # the latest night
+build_report("warehouse", "out/report.md", fmt="md", day=datetime.date(2026, 11, 3))
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,10 +33,12 @@ def render(warehouse: str | os.PathLike, day: dt.date | None = None, fmt: str = 
     return render_html(data) if fmt == "html" else render_markdown(data)
 
 
-def build_report(warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.date | None = None,
-                 fmt: str = "html") -> Path:
+def build_report(
+    warehouse: str | os.PathLike, out: str | os.PathLike, day: dt.date | None = None, fmt: str = "html"
+) -> Path:
     """Write the report to ``out`` (atomically: a temporary sibling, then a rename; a URL
     or ``storage.ObjectPath``: one object PUT)."""
     from ..lake.files import atomic_write_text
     from ..lake.storage import is_url
+
     return atomic_write_text(out if is_url(out) else Path(out), render(warehouse, day, fmt))

@@ -1,4 +1,5 @@
 """Geometry of the report's inline SVG charts: numbers only; the templates draw (and escape)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +15,8 @@ def nice_max(value: float) -> float:
         return 1.0
     exp = math.floor(math.log10(value))
     for m in (1, 2, 2.5, 5, 10):
-        if m * 10 ** exp >= value * (1 - 1e-12):
-            return m * 10 ** exp
+        if m * 10**exp >= value * (1 - 1e-12):
+            return m * 10**exp
     return 10 ** (exp + 1)  # pragma: no cover
 
 
@@ -37,10 +38,20 @@ def intervals(rows: list[dict[str, Any]], width: int = 260, pad: int = 8) -> dic
 
     marks = []
     for r in rows:
-        marks.append({"x_lo": x(r.get("ci_low")), "x_hi": x(r.get("ci_high")), "x": x(r.get("rate_per_1k")),
-                      "open": (r.get("ci_high") or 0) > top})
-    return {"width": width, "top": top, "marks": marks,
-            "ticks": [{"x": x(t), "label": fmt_tick(t)} for t in ticks(top)]}
+        marks.append(
+            {
+                "x_lo": x(r.get("ci_low")),
+                "x_hi": x(r.get("ci_high")),
+                "x": x(r.get("rate_per_1k")),
+                "open": (r.get("ci_high") or 0) > top,
+            }
+        )
+    return {
+        "width": width,
+        "top": top,
+        "marks": marks,
+        "ticks": [{"x": x(t), "label": fmt_tick(t)} for t in ticks(top)],
+    }
 
 
 def bar_width(value: float | None, top: float, width: int = 160) -> float:
@@ -67,19 +78,40 @@ def timeline(daily: list[dict[str, Any]], day: dt.date, width: int = 900) -> dic
         hj = panel_h * d["failed_jobs"] / jobs_top
         hi = panel_h * d["infra_failed_jobs"] / jobs_top
         hn = panel_h * d["incidents"] / inc_top
-        bars.append({
-            "x": round(x, 1), "w": round(bw, 1), "day": d["day"], "is_night": d["day"] == day,
-            "jobs_y": round(y0_jobs - hj, 1), "jobs_h": round(hj, 1),
-            "infra_y": round(y0_jobs - hi, 1), "infra_h": round(hi, 1),
-            "inc_y": round(y0_inc - hn, 1), "inc_h": round(hn, 1),
-            "label": d["day"].strftime("%m-%d") if i % label_every == 0 or d["day"] == day else "",
-            "failed_jobs": d["failed_jobs"], "infra_failed_jobs": d["infra_failed_jobs"],
-            "incidents": d["incidents"], "gpu_hours_lost": d["gpu_hours_lost"],
-        })
-    return {"width": width, "height": y0_inc + 28, "left": left, "right": width - right,
-            "y0_jobs": y0_jobs, "y0_inc": y0_inc, "panel_h": panel_h, "top_pad": top_pad,
-            "jobs_top": fmt_tick(jobs_top), "inc_top": fmt_tick(inc_top), "bars": bars,
-            "jobs_title_y": top_pad - 3, "inc_title_y": y0_jobs + gap - 3}
+        bars.append(
+            {
+                "x": round(x, 1),
+                "w": round(bw, 1),
+                "day": d["day"],
+                "is_night": d["day"] == day,
+                "jobs_y": round(y0_jobs - hj, 1),
+                "jobs_h": round(hj, 1),
+                "infra_y": round(y0_jobs - hi, 1),
+                "infra_h": round(hi, 1),
+                "inc_y": round(y0_inc - hn, 1),
+                "inc_h": round(hn, 1),
+                "label": d["day"].strftime("%m-%d") if i % label_every == 0 or d["day"] == day else "",
+                "failed_jobs": d["failed_jobs"],
+                "infra_failed_jobs": d["infra_failed_jobs"],
+                "incidents": d["incidents"],
+                "gpu_hours_lost": d["gpu_hours_lost"],
+            }
+        )
+    return {
+        "width": width,
+        "height": y0_inc + 28,
+        "left": left,
+        "right": width - right,
+        "y0_jobs": y0_jobs,
+        "y0_inc": y0_inc,
+        "panel_h": panel_h,
+        "top_pad": top_pad,
+        "jobs_top": fmt_tick(jobs_top),
+        "inc_top": fmt_tick(inc_top),
+        "bars": bars,
+        "jobs_title_y": top_pad - 3,
+        "inc_title_y": y0_jobs + gap - 3,
+    }
 
 
 def heat_colour(n: int) -> str:
@@ -101,14 +133,35 @@ def heatmap(h: dict[str, Any], days: list[dt.date], night: dt.date) -> dict[str,
         for k, d in enumerate(days):
             c = h["cells"].get((rack, d))
             n = int(c["incidents"]) if c else 0
-            cells.append({"x": left + k * cell, "y": top + i * cell, "fill": heat_colour(n), "rack": rack, "day": d,
-                          "n": n, "nodes": int(c["nodes"]) if c else 0, "category": (c or {}).get("top_category")})
+            cells.append(
+                {
+                    "x": left + k * cell,
+                    "y": top + i * cell,
+                    "fill": heat_colour(n),
+                    "rack": rack,
+                    "day": d,
+                    "n": n,
+                    "nodes": int(c["nodes"]) if c else 0,
+                    "category": (c or {}).get("top_category"),
+                }
+            )
     # day labels stand vertically above the columns: one per column fits down to 10 px cells
     label_every = 1 if cell >= 10 else 2
     keep = {k for k in range(len(days)) if (len(days) - 1 - k) % label_every == 0}
-    cols = [{"x": left + k * cell + cell * 0.75, "y": top - 4, "label": d.strftime("%m-%d"), "night": d == night}
-            for k, d in enumerate(days) if k in keep]
+    cols = [
+        {"x": left + k * cell + cell * 0.75, "y": top - 4, "label": d.strftime("%m-%d"), "night": d == night}
+        for k, d in enumerate(days)
+        if k in keep
+    ]
     night_x = next((left + k * cell for k, d in enumerate(days) if d == night), None)
-    return {"cell": cell, "left": left, "top": top, "cells": cells, "cols": cols, "night_x": night_x,
-            "rows": [{"y": top + i * cell + cell * 0.75, "label": r} for i, r in enumerate(h["racks"])],
-            "width": left + max(len(days), 1) * cell + 6, "height": top + max(len(h["racks"]), 1) * cell + 4}
+    return {
+        "cell": cell,
+        "left": left,
+        "top": top,
+        "cells": cells,
+        "cols": cols,
+        "night_x": night_x,
+        "rows": [{"y": top + i * cell + cell * 0.75, "label": r} for i, r in enumerate(h["racks"])],
+        "width": left + max(len(days), 1) * cell + 6,
+        "height": top + max(len(h["racks"]), 1) * cell + 4,
+    }

@@ -1,4 +1,5 @@
 """Everything one night's report shows, read from the warehouse through the named queries."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,12 +12,12 @@ import polars as pl
 from ..lake import queries as Q
 from .sanitize import slug
 
-MAX_JOBS = 200          # failed jobs listed, each with a postmortem
-MAX_LINES = 40          # postmortem timeline lines per job
-MAX_CHART_DAYS = 60     # days in the timeline and heatmaps
+MAX_JOBS = 200  # failed jobs listed, each with a postmortem
+MAX_LINES = 40  # postmortem timeline lines per job
+MAX_CHART_DAYS = 60  # days in the timeline and heatmaps
 MAX_HEATMAP_RACKS = 60  # racks per cluster in a heatmap (the most incidents first)
 MAX_SIGNATURES = 50
-MAX_LINE_CHARS = 400    # one log line in a page
+MAX_LINE_CHARS = 400  # one log line in a page
 METRICS = ("failed_jobs", "infra_failed_jobs", "gpu_hours_lost", "incidents")
 
 
@@ -29,14 +30,14 @@ class ReportData:
     covered_days: list[dt.date]
     generated_at: dt.datetime
     headline: list[dict[str, Any]] = field(default_factory=list)
-    daily: list[dict[str, Any]] = field(default_factory=list)          # one row per covered day
+    daily: list[dict[str, Any]] = field(default_factory=list)  # one row per covered day
     scoreboard: list[dict[str, Any]] = field(default_factory=list)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     causes: list[dict[str, Any]] = field(default_factory=list)
-    heatmaps: list[dict[str, Any]] = field(default_factory=list)       # one per cluster
+    heatmaps: list[dict[str, Any]] = field(default_factory=list)  # one per cluster
     lemons: list[dict[str, Any]] = field(default_factory=list)
     racks: list[dict[str, Any]] = field(default_factory=list)
-    jobs: list[dict[str, Any]] = field(default_factory=list)           # the night's failed jobs (capped)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # the night's failed jobs (capped)
     jobs_total: int = 0
     signatures: list[dict[str, Any]] = field(default_factory=list)
     quarantine: list[dict[str, Any]] = field(default_factory=list)
@@ -51,8 +52,13 @@ def covered_days(con: duckdb.DuckDBPyConnection) -> list[dt.date]:
     return [d for d in df["date"].to_list() if d is not None]
 
 
-def load(con: duckdb.DuckDBPyConnection, warehouse: str, day: dt.date | None = None,
-         max_jobs: int = MAX_JOBS, max_lines: int = MAX_LINES) -> ReportData:
+def load(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: str,
+    day: dt.date | None = None,
+    max_jobs: int = MAX_JOBS,
+    max_lines: int = MAX_LINES,
+) -> ReportData:
     days = covered_days(con)
     if not days:
         raise Q.QueryError("the warehouse has no ingested days yet: run `faultline run` first")
@@ -61,10 +67,21 @@ def load(con: duckdb.DuckDBPyConnection, warehouse: str, day: dt.date | None = N
     elif day not in days:
         raise Q.QueryError(f"{day} is not in the warehouse (covered: {days[0]} .. {days[-1]}, {len(days)} days)")
     shown = [d for d in days if d <= day][-MAX_CHART_DAYS:]
-    data = ReportData(warehouse=warehouse, day=day, first_day=days[0], last_day=days[-1], covered_days=shown,
-                      generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
-                      limits={"jobs": max_jobs, "lines": max_lines, "chart_days": MAX_CHART_DAYS,
-                              "heatmap_racks": MAX_HEATMAP_RACKS, "signatures": MAX_SIGNATURES})
+    data = ReportData(
+        warehouse=warehouse,
+        day=day,
+        first_day=days[0],
+        last_day=days[-1],
+        covered_days=shown,
+        generated_at=dt.datetime.now(dt.timezone.utc).replace(microsecond=0),
+        limits={
+            "jobs": max_jobs,
+            "lines": max_lines,
+            "chart_days": MAX_CHART_DAYS,
+            "heatmap_racks": MAX_HEATMAP_RACKS,
+            "signatures": MAX_SIGNATURES,
+        },
+    )
     _daily_and_headline(con, data, days)
     _scoreboard(con, data)
     _causes(con, data)
@@ -72,11 +89,13 @@ def load(con: duckdb.DuckDBPyConnection, warehouse: str, day: dt.date | None = N
     data.lemons = _rows(Q.run_query(con, "lemon_nodes", {"max_rows": 200}))
     data.racks = _rows(Q.run_query(con, "rack_hotspots", {"only_hotspots": True, "max_rows": 200}))
     _jobs(con, data, max_jobs, max_lines)
-    data.signatures = _rows(Q.run_query(con, "new_signatures", {"as_of": day, "days": 7,
-                                                                "max_rows": MAX_SIGNATURES}))
+    data.signatures = _rows(Q.run_query(con, "new_signatures", {"as_of": day, "days": 7, "max_rows": MAX_SIGNATURES}))
     data.quarantine = _rows(Q.run_query(con, "quarantine_summary", {"since": day, "until": day}))
-    fleet = Q.run_sql(con, "SELECT count(DISTINCT provider) AS p, count(DISTINCT (provider, cluster)) AS c, "
-                           "count(*) AS n FROM inventory_latest").row(0)
+    fleet = Q.run_sql(
+        con,
+        "SELECT count(DISTINCT provider) AS p, count(DISTINCT (provider, cluster)) AS c, "
+        "count(*) AS n FROM inventory_latest",
+    ).row(0)
     data.providers, data.clusters, data.nodes = (int(v or 0) for v in fleet)
     return data
 
@@ -87,23 +106,39 @@ def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
 
 def _daily_and_headline(con, data: ReportData, days: list[dt.date]) -> None:
     df = Q.run_sql(con, "SELECT * FROM daily_summary")
-    per_day = (df.group_by("day").agg([pl.col(m).sum() for m in METRICS]).sort("day")
-               if df.height else pl.DataFrame(schema={"day": pl.Date, **{m: pl.Float64 for m in METRICS}}))
+    per_day = (
+        df.group_by("day").agg([pl.col(m).sum() for m in METRICS]).sort("day")
+        if df.height
+        else pl.DataFrame(schema={"day": pl.Date, **{m: pl.Float64 for m in METRICS}})
+    )
     by_day = {r["day"]: r for r in per_day.to_dicts()}
     zero = {m: 0 for m in METRICS}
     data.daily = [{"day": d, **{m: (by_day.get(d) or zero)[m] for m in METRICS}} for d in data.covered_days]
     day = data.day
     prev = day - dt.timedelta(days=1)
     week = [d for d in days if day - dt.timedelta(days=7) <= d < day]
-    labels = {"failed_jobs": "Failed jobs", "infra_failed_jobs": "Failed by hardware/software",
-              "gpu_hours_lost": "GPU-hours lost", "incidents": "Node incidents"}
+    labels = {
+        "failed_jobs": "Failed jobs",
+        "infra_failed_jobs": "Failed by hardware/software",
+        "gpu_hours_lost": "GPU-hours lost",
+        "incidents": "Node incidents",
+    }
     for m in METRICS:
         now = (by_day.get(day) or zero)[m]
         before = (by_day.get(prev) or zero)[m] if prev in days else None
         avg = sum((by_day.get(d) or zero)[m] for d in week) / len(week) if week else None
-        data.headline.append({"metric": m, "label": labels[m], "value": now, "prev_day": before,
-                              "prev_week_avg": avg, "week_days": len(week),
-                              "delta_day": _delta(now, before), "delta_week": _delta(now, avg)})
+        data.headline.append(
+            {
+                "metric": m,
+                "label": labels[m],
+                "value": now,
+                "prev_day": before,
+                "prev_week_avg": avg,
+                "week_days": len(week),
+                "delta_day": _delta(now, before),
+                "delta_week": _delta(now, avg),
+            }
+        )
 
 
 def _delta(now, before) -> float | None:
@@ -122,8 +157,12 @@ def _scoreboard(con, data: ReportData) -> None:
     ordered = []
     for p in sorted(providers, key=lambda r: (r["rate_per_1k"] or 0, r["provider"] or "")):
         ordered.append(p)
-        ordered.extend(sorted((c for c in clusters if c["provider"] == p["provider"]),
-                              key=lambda r: (r["rate_per_1k"] or 0, r["cluster"] or "")))
+        ordered.extend(
+            sorted(
+                (c for c in clusters if c["provider"] == p["provider"]),
+                key=lambda r: (r["rate_per_1k"] or 0, r["cluster"] or ""),
+            )
+        )
     data.scoreboard = ordered
     comp = Q.run_query(con, "provider_comparison", {"level": "provider"})
     comp_c = Q.run_query(con, "provider_comparison", {"level": "cluster", "only_distinguishable": True})
@@ -135,13 +174,24 @@ def _causes(con, data: ReportData) -> None:
     if df.height == 0:
         return
     window = df.group_by("root_cause", "domain").agg(pl.col("failed_jobs").sum(), pl.col("gpu_hours_lost").sum())
-    night = df.filter(pl.col("day") == data.day).group_by("root_cause").agg(
-        pl.col("failed_jobs").sum().alias("night_failed_jobs"), pl.col("gpu_hours_lost").sum().alias("night_gpu_hours_lost"))
-    out = window.join(night, on="root_cause", how="left").with_columns(
-        pl.col("night_failed_jobs").fill_null(0), pl.col("night_gpu_hours_lost").fill_null(0.0),
-        share=pl.col("failed_jobs") / pl.col("failed_jobs").sum(),
-        gpu_hours_share=pl.col("gpu_hours_lost") / pl.col("gpu_hours_lost").sum(),
-    ).sort("failed_jobs", "gpu_hours_lost", descending=True)
+    night = (
+        df.filter(pl.col("day") == data.day)
+        .group_by("root_cause")
+        .agg(
+            pl.col("failed_jobs").sum().alias("night_failed_jobs"),
+            pl.col("gpu_hours_lost").sum().alias("night_gpu_hours_lost"),
+        )
+    )
+    out = (
+        window.join(night, on="root_cause", how="left")
+        .with_columns(
+            pl.col("night_failed_jobs").fill_null(0),
+            pl.col("night_gpu_hours_lost").fill_null(0.0),
+            share=pl.col("failed_jobs") / pl.col("failed_jobs").sum(),
+            gpu_hours_share=pl.col("gpu_hours_lost") / pl.col("gpu_hours_lost").sum(),
+        )
+        .sort("failed_jobs", "gpu_hours_lost", descending=True)
+    )
     data.causes = out.to_dicts()
 
 
@@ -151,15 +201,23 @@ def _heatmaps(con, data: ReportData) -> None:
     if df.height == 0:
         return
     for (provider, cluster), part in df.group_by("provider", "cluster", maintain_order=True):
-        totals = part.group_by("rack").agg(pl.col("incidents").sum()).sort(["incidents", "rack"], descending=[True, False])
+        totals = (
+            part.group_by("rack").agg(pl.col("incidents").sum()).sort(["incidents", "rack"], descending=[True, False])
+        )
         racks_all = sorted(totals["rack"].to_list())
         keep = set(totals.head(MAX_HEATMAP_RACKS)["rack"].to_list())
         racks = [r for r in racks_all if r in keep]
         cells = {(r["rack"], r["day"]): r for r in part.to_dicts()}
-        data.heatmaps.append({
-            "provider": provider, "cluster": cluster, "racks": racks, "racks_total": len(racks_all),
-            "cells": cells, "max": int(part["incidents"].max() or 0),
-        })
+        data.heatmaps.append(
+            {
+                "provider": provider,
+                "cluster": cluster,
+                "racks": racks,
+                "racks_total": len(racks_all),
+                "cells": cells,
+                "max": int(part["incidents"].max() or 0),
+            }
+        )
     data.heatmaps.sort(key=lambda h: (h["provider"], h["cluster"]))
 
 

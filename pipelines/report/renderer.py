@@ -1,4 +1,5 @@
 """Render ``ReportData`` as one self-contained HTML page or as Markdown (jinja2 templates)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +15,8 @@ from .data import ReportData
 from .sanitize import md_escape, sanitize, slug
 
 MAX_BYTES = 3_000_000
-MD_MAX_JOBS = 50          # failed jobs listed in the Markdown variant
-MD_MAX_POSTMORTEMS = 20   # ... of which this many get a postmortem
+MD_MAX_JOBS = 50  # failed jobs listed in the Markdown variant
+MD_MAX_POSTMORTEMS = 20  # ... of which this many get a postmortem
 
 
 def _num(v: Any, digits: int = 0) -> str:
@@ -83,15 +84,36 @@ def _md_finalize(value: Any) -> Any:
 def _env(kind: str) -> jinja2.Environment:
     loader = jinja2.PackageLoader("faultline.report", "templates")
     if kind == "html":
-        env = jinja2.Environment(loader=loader, autoescape=True, finalize=_html_finalize,
-                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env = jinja2.Environment(
+            loader=loader,
+            autoescape=True,
+            finalize=_html_finalize,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
     else:
-        env = jinja2.Environment(loader=loader, autoescape=False, finalize=_md_finalize,
-                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                                 keep_trailing_newline=True)
-    env.filters.update(num=_num, pct=_pct, delta=_delta, ts=_ts, hms=_hms, p=_p,
-                       bar=charts.bar_width, heat=charts.heat_colour, slug=slug,
-                       one_line=lambda v, n=None: sanitize(v, keep_newlines=False, max_len=n))
+        env = jinja2.Environment(
+            loader=loader,
+            autoescape=False,
+            finalize=_md_finalize,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+    env.filters.update(
+        num=_num,
+        pct=_pct,
+        delta=_delta,
+        ts=_ts,
+        hms=_hms,
+        p=_p,
+        bar=charts.bar_width,
+        heat=charts.heat_colour,
+        slug=slug,
+        one_line=lambda v, n=None: sanitize(v, keep_newlines=False, max_len=n),
+    )
     return env
 
 
@@ -100,11 +122,15 @@ def context(data: ReportData, max_jobs: int | None = None) -> dict[str, Any]:
     causes_top = max([c["failed_jobs"] for c in data.causes] + [0])
     hours_top = max([c["gpu_hours_lost"] for c in data.causes] + [0.0])
     return {
-        "d": data, "jobs": jobs, "version": __version__,
+        "d": data,
+        "jobs": jobs,
+        "version": __version__,
         "intervals": charts.intervals(data.scoreboard),
         "timeline": charts.timeline(data.daily, data.day),
         "heatmaps": [{**h, "svg": charts.heatmap(h, data.covered_days, data.day)} for h in data.heatmaps],
-        "causes_top": causes_top, "hours_top": hours_top, "heat_colours": charts.HEAT_COLOURS,
+        "causes_top": causes_top,
+        "hours_top": hours_top,
+        "heat_colours": charts.HEAT_COLOURS,
     }
 
 

@@ -7,6 +7,7 @@ as ``[U+202E]`` so a reordered line cannot pass for another (the "Trojan Source"
 and other control characters are shown as ``\\xNN``. HTML escaping is jinja2's autoescape;
 ``md_escape`` adds Markdown's special characters on top of ``sanitize``.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,9 +1,10 @@
 """Fleet simulator: writes a landing folder (kernel, Slurm and job logs in real formats) plus ``_truth/``.
 
-    from faultline.simulate import simulate, SCENARIOS
-    simulate("out/landing", scenario="demo", seed=0)
+from faultline.simulate import simulate, SCENARIOS
+simulate("out/landing", scenario="demo", seed=0)
 """
-from .scenarios import SCENARIOS, Scenario
+
 from .run import simulate
+from .scenarios import SCENARIOS, Scenario
 
 __all__ = ["simulate", "SCENARIOS", "Scenario"]

@@ -1,4 +1,5 @@
 """When nodes are up: first boot, planned maintenance windows, clock skew."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,22 +29,39 @@ def plan_maintenance(nodes: pl.DataFrame, t0: int, days: int, seed: int) -> pl.D
     for ci, k in zip(clusters, counts):
         cn = nodes.filter(pl.col("cluster_idx") == ci)
         racks = cn["rack_idx"].unique().sort().to_numpy()
-        for w in range(int(k)):
+        for _ in range(int(k)):
             lo = t0 + (DAY if days > 1 else 6 * HOUR)
             start = int(rng.integers(lo, max(lo + 1, end - 10 * HOUR)))
             length = int(rng.integers(2 * HOUR, 6 * HOUR))
             take = max(1, int(round(len(racks) * rng.uniform(0.25, 1.0))))
             first = int(rng.integers(0, len(racks) - take + 1))
-            sel = cn.filter(pl.col("rack_idx").is_in(racks[first:first + take].tolist()))
+            sel = cn.filter(pl.col("rack_idx").is_in(racks[first : first + take].tolist()))
             n = sel.height
             shutdown = start + rng.integers(0, 10 * MIN, n)
             boot = start + length - rng.integers(5 * MIN, 25 * MIN, n)
-            rows.append(pl.DataFrame({"node_idx": sel["node_idx"], "start": np.full(n, start, np.int64),
-                                      "end": np.full(n, start + length, np.int64), "shutdown_t": shutdown,
-                                      "boot_t": boot, "window": np.full(n, len(rows), np.int64)}))
+            rows.append(
+                pl.DataFrame(
+                    {
+                        "node_idx": sel["node_idx"],
+                        "start": np.full(n, start, np.int64),
+                        "end": np.full(n, start + length, np.int64),
+                        "shutdown_t": shutdown,
+                        "boot_t": boot,
+                        "window": np.full(n, len(rows), np.int64),
+                    }
+                )
+            )
     if not rows:
-        return pl.DataFrame(schema={"node_idx": pl.Int64, "start": pl.Int64, "end": pl.Int64,
-                                    "shutdown_t": pl.Int64, "boot_t": pl.Int64, "window": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "node_idx": pl.Int64,
+                "start": pl.Int64,
+                "end": pl.Int64,
+                "shutdown_t": pl.Int64,
+                "boot_t": pl.Int64,
+                "window": pl.Int64,
+            }
+        )
     return pl.concat(rows).sort("node_idx", "start")
 
 

@@ -1,4 +1,5 @@
 """Score a warehouse against the simulator's ``_truth/`` (``faultline evaluate``)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,15 @@ from ..lake import files as lake
 from .truth import MANIFESTED_MIN_FAULTS, lemon_fault_counts
 
 HARDWARE = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "network", "host", "storage", "thermal_power")
-FLOORS = {"root_cause_macro_f1": 0.90, "unknown_share": 0.05, "culprit_top1_hw_net": 0.90,
-          "lemon_precision": 0.85, "lemon_recall": 0.80, "bad_racks_found": 1.0, "provider_rates_covered": 1.0}
+FLOORS = {
+    "root_cause_macro_f1": 0.90,
+    "unknown_share": 0.05,
+    "culprit_top1_hw_net": 0.90,
+    "lemon_precision": 0.85,
+    "lemon_recall": 0.80,
+    "bad_racks_found": 1.0,
+    "provider_rates_covered": 1.0,
+}
 
 
 def _truth(truth: str | os.PathLike, name: str) -> pl.DataFrame:
@@ -30,7 +38,8 @@ def _true_lemons(truth_dir: str | os.PathLike) -> tuple[set[str], set[str]]:
     if "manifested" not in lem.columns:
         counts = lemon_fault_counts(_truth(truth_dir, "faults"))
         lem = lem.join(counts.select("node", "n_logged_faults"), on="node", how="left").with_columns(
-            manifested=pl.col("n_logged_faults").fill_null(0) >= MANIFESTED_MIN_FAULTS)
+            manifested=pl.col("n_logged_faults").fill_null(0) >= MANIFESTED_MIN_FAULTS
+        )
     return _keys(lem, "node"), _keys(lem.filter(pl.col("manifested")), "node")
 
 
@@ -46,8 +55,12 @@ def provider_rates(truth_rates: pl.DataFrame, scoreboard: pl.DataFrame) -> pl.Da
 
     def inside(col: str) -> pl.Expr:
         return ((pl.col(col) >= pl.col("ci_low")) & (pl.col(col) <= pl.col("ci_high"))).fill_null(False)
-    return t.select("provider", true_rate=pl.col(scored), up_time_rate=pl.col("rate_per_1k")).join(
-        sb, on="provider", how="left").with_columns(covered=inside("true_rate"), covered_up_time_rate=inside("up_time_rate"))
+
+    return (
+        t.select("provider", true_rate=pl.col(scored), up_time_rate=pl.col("rate_per_1k"))
+        .join(sb, on="provider", how="left")
+        .with_columns(covered=inside("true_rate"), covered_up_time_rate=inside("up_time_rate"))
+    )
 
 
 def _share(flags: pl.Series) -> float:
@@ -56,18 +69,45 @@ def _share(flags: pl.Series) -> float:
 
 def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict:
     root = lake.analytics_root(warehouse)
-    ours = {n: pl.read_parquet(root / f"{n}.parquet") for n in
-            ("job_failures", "lemon_nodes", "rack_hotspots", "provider_scoreboard")}
+    ours = {
+        n: pl.read_parquet(root / f"{n}.parquet")
+        for n in ("job_failures", "lemon_nodes", "rack_hotspots", "provider_scoreboard")
+    }
     tj = _truth(truth_dir, "jobs").filter(pl.col("root_cause").is_not_null())
-    j = tj.select("provider", "cluster", "job_id", pl.col("root_cause").alias("true_cause"),
-                  pl.col("culprit_node").alias("true_node")).join(
-        ours["job_failures"].select("provider", "cluster", "job_id", "root_cause", "culprit_node"),
-        on=["provider", "cluster", "job_id"], how="left").with_columns(pl.col("root_cause").fill_null("missing"))
+    j = (
+        tj.select(
+            "provider",
+            "cluster",
+            "job_id",
+            pl.col("root_cause").alias("true_cause"),
+            pl.col("culprit_node").alias("true_node"),
+        )
+        .join(
+            ours["job_failures"].select("provider", "cluster", "job_id", "root_cause", "culprit_node"),
+            on=["provider", "cluster", "job_id"],
+            how="left",
+        )
+        .with_columns(pl.col("root_cause").fill_null("missing"))
+    )
     labels = sorted(set(j["true_cause"].to_list()))
-    f1 = float(f1_score(j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average="macro",
-                        zero_division=0)) if j.height else float("nan")
-    per_class = {lab: float(v) for lab, v in zip(labels, f1_score(
-        j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average=None, zero_division=0))}
+    f1 = (
+        float(
+            f1_score(
+                j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average="macro", zero_division=0
+            )
+        )
+        if j.height
+        else float("nan")
+    )
+    per_class = {
+        lab: float(v)
+        for lab, v in zip(
+            labels,
+            f1_score(
+                j["true_cause"].to_list(), j["root_cause"].to_list(), labels=labels, average=None, zero_division=0
+            ),
+        )
+    }
     hw = j.filter(pl.col("true_cause").is_in(HARDWARE) & pl.col("true_node").is_not_null())
     culprit = float((hw["culprit_node"] == hw["true_node"]).fill_null(False).mean()) if hw.height else float("nan")
 
@@ -86,15 +126,28 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
     pr = provider_rates(_truth(truth_dir, "rates"), ours["provider_scoreboard"])
     unknown = float((j["root_cause"] == "unknown").mean()) if j.height else 0.0
     figures = {
-        "failed_jobs": j.height, "root_cause_macro_f1": round(f1, 4), "unknown_share": round(unknown, 4),
-        "culprit_top1_hw_net": round(culprit, 4), "hw_net_jobs": hw.height,
-        "lemon_precision": round(precision, 4), "lemon_recall": round(recall, 4),
-        "lemon_recall_all_injected": round(recall_all, 4), "lemons_manifested": len(manifested),
-        "lemons_injected": len(injected), "lemons_found": len(ol),
-        "bad_racks_found": round(racks, 4), "bad_racks_true": len(tr),
+        "failed_jobs": j.height,
+        "root_cause_macro_f1": round(f1, 4),
+        "unknown_share": round(unknown, 4),
+        "culprit_top1_hw_net": round(culprit, 4),
+        "hw_net_jobs": hw.height,
+        "lemon_precision": round(precision, 4),
+        "lemon_recall": round(recall, 4),
+        "lemon_recall_all_injected": round(recall_all, 4),
+        "lemons_manifested": len(manifested),
+        "lemons_injected": len(injected),
+        "lemons_found": len(ol),
+        "bad_racks_found": round(racks, 4),
+        "bad_racks_true": len(tr),
         "provider_rates_covered": _share(pr["covered"]),
         "provider_rates_covered_up_time_rate": _share(pr["covered_up_time_rate"]),
     }
     passed = {k: (figures[k] <= v if k == "unknown_share" else figures[k] >= v) for k, v in FLOORS.items()}
     confusion = j.group_by("true_cause", "root_cause").len().sort("true_cause", "len", descending=[False, True])
-    return {"figures": figures, "passed": passed, "per_class_f1": per_class, "provider_rates": pr, "confusion": confusion}
+    return {
+        "figures": figures,
+        "passed": passed,
+        "per_class_f1": per_class,
+        "provider_rates": pr,
+        "confusion": confusion,
+    }

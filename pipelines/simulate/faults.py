@@ -1,4 +1,5 @@
 """The fault process: Poisson faults per node (provider x cluster lottery), lemons, bad racks, bursts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,16 +9,27 @@ from . import catalog
 from .downtime import DAY, MIN
 from .rng import stream
 
-ROOT_CATEGORIES = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "driver_firmware", "network", "host",
-                   "storage", "thermal_power", "collective_timeout")
+ROOT_CATEGORIES = (
+    "gpu_bus_lost",
+    "gpu_memory",
+    "nvlink",
+    "gpu_hardware",
+    "driver_firmware",
+    "network",
+    "host",
+    "storage",
+    "thermal_power",
+    "collective_timeout",
+)
 S = 1_000_000
 
 
 def node_rates(fleet, scn) -> np.ndarray:
     """Independent fault rate of every node, per 1,000 node-days (lemon surplus not included)."""
     cl = fleet.clusters.join(fleet.providers, on=["provider", "provider_idx"])
-    mult = fleet.nodes.join(cl.select("cluster_idx", "cluster_multiplier", "provider_multiplier"),
-                            on="cluster_idx", how="left")
+    mult = fleet.nodes.join(
+        cl.select("cluster_idx", "cluster_multiplier", "provider_multiplier"), on="cluster_idx", how="left"
+    )
     return (scn.base_rate * mult["cluster_multiplier"] * mult["provider_multiplier"]).to_numpy()
 
 
@@ -29,18 +41,24 @@ def choose_lemons(fleet, scn, seed: int) -> pl.DataFrame:
     comps = list(catalog.LEMON_COMPONENTS)
     w = np.array([catalog.LEMON_COMPONENTS[c][0] for c in comps])
     comp = rng.choice(len(comps), size=k, p=w / w.sum())
-    return pl.DataFrame({
-        "node_idx": who.astype(np.int64),
-        "component": [comps[c] for c in comp],
-        "multiplier": rng.uniform(*scn.lemon_multiplier, k),
-        "gpu_index": rng.integers(0, 8, k),
-    })
+    return pl.DataFrame(
+        {
+            "node_idx": who.astype(np.int64),
+            "component": [comps[c] for c in comp],
+            "multiplier": rng.uniform(*scn.lemon_multiplier, k),
+            "gpu_index": rng.integers(0, 8, k),
+        }
+    )
 
 
 def choose_bad_racks(fleet, scn, seed: int) -> pl.DataFrame:
     rng = stream(seed, "bad_racks")
-    racks = (fleet.nodes.group_by("rack_idx").agg(pl.len().alias("n"), pl.first("cluster_idx"))
-             .filter(pl.col("n") >= 3).sort("rack_idx"))
+    racks = (
+        fleet.nodes.group_by("rack_idx")
+        .agg(pl.len().alias("n"), pl.first("cluster_idx"))
+        .filter(pl.col("n") >= 3)
+        .sort("rack_idx")
+    )
     if racks.height == 0:
         return pl.DataFrame(schema={"rack_idx": pl.Int64, "mode": pl.Utf8})
     k = min(racks.height, max(1, int(round(scn.bad_rack_fraction * racks.height))))
@@ -52,10 +70,12 @@ def outside(node: np.ndarray, t: np.ndarray, intervals: pl.DataFrame) -> np.ndar
     """Mask of (node, t) that fall in none of the node's ``[start, end)`` intervals (non-overlapping)."""
     if len(t) == 0 or intervals.height == 0:
         return np.ones(len(t), dtype=bool)
-    ev = pl.DataFrame({"node_idx": np.asarray(node, dtype=np.int64), "t": np.asarray(t, dtype=np.int64),
-                       "i": np.arange(len(t))}).sort("node_idx", "t")
-    iv = intervals.select(pl.col("node_idx").cast(pl.Int64), pl.col("start").alias("_s"),
-                          pl.col("end").alias("_e")).sort("node_idx", "_s")
+    ev = pl.DataFrame(
+        {"node_idx": np.asarray(node, dtype=np.int64), "t": np.asarray(t, dtype=np.int64), "i": np.arange(len(t))}
+    ).sort("node_idx", "t")
+    iv = intervals.select(
+        pl.col("node_idx").cast(pl.Int64), pl.col("start").alias("_s"), pl.col("end").alias("_e")
+    ).sort("node_idx", "_s")
     hit = ev.join_asof(iv, left_on="t", right_on="_s", by="node_idx", strategy="backward", check_sortedness=False)
     inside = hit.filter(pl.col("_e").is_not_null() & (pl.col("t") < pl.col("_e")))["i"].to_numpy()
     keep = np.ones(len(t), dtype=bool)
@@ -72,8 +92,16 @@ def _exposure(up_from: np.ndarray, end: int, maint: pl.DataFrame) -> np.ndarray:
     return up / DAY
 
 
-def sample_faults(fleet, scn, up_from: np.ndarray, end: int, maint: pl.DataFrame, lemons: pl.DataFrame,
-                  bad_racks: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, dict]:
+def sample_faults(
+    fleet,
+    scn,
+    up_from: np.ndarray,
+    end: int,
+    maint: pl.DataFrame,
+    lemons: pl.DataFrame,
+    bad_racks: pl.DataFrame,
+    seed: int,
+) -> tuple[pl.DataFrame, dict]:
     """All infrastructure faults (independent, lemon, bad-rack flaps) plus the expectations behind them.
     ``up_from``: per node, when it can start failing (10 minutes after boot, or the window start)."""
     rng = stream(seed, "faults")
@@ -81,8 +109,9 @@ def sample_faults(fleet, scn, up_from: np.ndarray, end: int, maint: pl.DataFrame
     start = up_from
     rate = node_rates(fleet, scn)
     expo = _exposure(up_from, end, maint)
-    models = fleet.nodes.join(fleet.clusters.select("cluster_idx", "gpu_model"), on="cluster_idx",
-                              how="left")["gpu_model"].to_list()
+    models = fleet.nodes.join(fleet.clusters.select("cluster_idx", "gpu_model"), on="cluster_idx", how="left")[
+        "gpu_model"
+    ].to_list()
 
     parts = []
     # independent faults: Poisson over [start, end) thinned by maintenance == Poisson over up time
@@ -106,11 +135,19 @@ def sample_faults(fleet, scn, up_from: np.ndarray, end: int, maint: pl.DataFrame
             kinds = [_model_kind(k, models[ln[i]]) for k in kinds]
             kk = rng.integers(0, len(kinds), c)
             tt = (start[ln[i]] + rng.random(c) * (end - start[ln[i]])).astype(np.int64)
-            rows.append(pl.DataFrame({"node_idx": np.full(c, ln[i], np.int64), "t": tt,
-                                      "kind": [kinds[j].name for j in kk],
-                                      "gpu_index": np.full(c, lemons["gpu_index"][i], np.int64),
-                                      "nic_index": np.full(c, lemons["gpu_index"][i], np.int64),
-                                      "sw_index": rng.integers(0, 4, c), "source": ["lemon"] * c}))
+            rows.append(
+                pl.DataFrame(
+                    {
+                        "node_idx": np.full(c, ln[i], np.int64),
+                        "t": tt,
+                        "kind": [kinds[j].name for j in kk],
+                        "gpu_index": np.full(c, lemons["gpu_index"][i], np.int64),
+                        "nic_index": np.full(c, lemons["gpu_index"][i], np.int64),
+                        "sw_index": rng.integers(0, 4, c),
+                        "source": ["lemon"] * c,
+                    }
+                )
+            )
         parts.extend(rows)
 
     # bad racks: episodes of correlated link flaps on several nodes within minutes
@@ -126,14 +163,36 @@ def sample_faults(fleet, scn, up_from: np.ndarray, end: int, maint: pl.DataFrame
                 tau = int(start[rn].max() + rng.random() * (end - start[rn].max()))
                 m = int(rng.integers(3, min(6, len(rn)) + 1))
                 who = np.sort(rng.choice(rn, size=m, replace=False))
-                parts.append(pl.DataFrame({
-                    "node_idx": who.astype(np.int64), "t": tau + rng.integers(0, 180 * S, m),
-                    "kind": ["link_flap"] * m, "gpu_index": np.full(m, -1, np.int64),
-                    "nic_index": rng.integers(0, 8, m), "sw_index": np.zeros(m, np.int64),
-                    "source": [f"flap:{r}:{e}"] * m}))
+                parts.append(
+                    pl.DataFrame(
+                        {
+                            "node_idx": who.astype(np.int64),
+                            "t": tau + rng.integers(0, 180 * S, m),
+                            "kind": ["link_flap"] * m,
+                            "gpu_index": np.full(m, -1, np.int64),
+                            "nic_index": rng.integers(0, 8, m),
+                            "sw_index": np.zeros(m, np.int64),
+                            "source": [f"flap:{r}:{e}"] * m,
+                        }
+                    )
+                )
 
-    f = pl.concat([p.cast({"node_idx": pl.Int64, "t": pl.Int64, "gpu_index": pl.Int64, "nic_index": pl.Int64,
-                           "sw_index": pl.Int64, "kind": pl.Utf8, "source": pl.Utf8}) for p in parts])
+    f = pl.concat(
+        [
+            p.cast(
+                {
+                    "node_idx": pl.Int64,
+                    "t": pl.Int64,
+                    "gpu_index": pl.Int64,
+                    "nic_index": pl.Int64,
+                    "sw_index": pl.Int64,
+                    "kind": pl.Utf8,
+                    "source": pl.Utf8,
+                }
+            )
+            for p in parts
+        ]
+    )
     f = f.filter(pl.Series(outside(f["node_idx"].to_numpy(), f["t"].to_numpy(), maint)))
     f = _cover_categories(f.sort("t", "node_idx", "kind"), models, rng)
     expect = {"rate": rate, "exposure_days": expo, "lemon_expected": lemon_expected, "flap_expected": flap_expected}
@@ -153,10 +212,18 @@ def _with_kinds(node: np.ndarray, t: np.ndarray, models: list[str], rng, source:
         w = np.array([k.weight for k in ks])
         sel = np.flatnonzero(np.asarray(models, dtype=object)[node] == model) if len(node) else []
         kinds[sel] = [ks[j].name for j in rng.choice(len(ks), size=len(sel), p=w / w.sum())]
-    return pl.DataFrame({"node_idx": node.astype(np.int64), "t": t, "kind": kinds.astype(str).tolist(),
-                         "gpu_index": rng.integers(0, 8, len(node)), "nic_index": rng.integers(0, 8, len(node)),
-                         "sw_index": rng.integers(0, 4, len(node)), "source": [source] * len(node)},
-                        schema_overrides={"kind": pl.Utf8})
+    return pl.DataFrame(
+        {
+            "node_idx": node.astype(np.int64),
+            "t": t,
+            "kind": kinds.astype(str).tolist(),
+            "gpu_index": rng.integers(0, 8, len(node)),
+            "nic_index": rng.integers(0, 8, len(node)),
+            "sw_index": rng.integers(0, 4, len(node)),
+            "source": [source] * len(node),
+        },
+        schema_overrides={"kind": pl.Utf8},
+    )
 
 
 def _cover_categories(f: pl.DataFrame, models: list[str], rng) -> pl.DataFrame:
@@ -171,7 +238,7 @@ def _cover_categories(f: pl.DataFrame, models: list[str], rng) -> pl.DataFrame:
     kinds = f["kind"].to_list()
     for c in missing:
         counts = {}
-        for i, k in zip(indep["i"].to_list(), indep["kind"].to_list()):
+        for i in indep["i"].to_list():
             counts.setdefault(cat[kinds[i]], []).append(i)
         donor = max(sorted(counts), key=lambda x: len(counts[x]))
         i = counts[donor][int(rng.integers(len(counts[donor])))]
@@ -202,11 +269,15 @@ def _decorate(f: pl.DataFrame, rng) -> pl.DataFrame:
     period[flap] = rng.integers(40 * S, 120 * S, flap.sum())
     recover = rng.integers(20 * S, 300 * S, n)
     recover[flap] = rng.integers(3 * S, 30 * S, flap.sum())
-    return f.with_columns(down_us=pl.Series(down), reps=pl.Series(reps), period_us=pl.Series(period),
-                          recover_us=pl.Series(recover),
-                          reboot=pl.Series([k.reboot for k in kinds], dtype=pl.Boolean),
-                          crash=pl.Series([k.crash for k in kinds], dtype=pl.Boolean),
-                          category=pl.Series([k.category for k in kinds], dtype=pl.Utf8))
+    return f.with_columns(
+        down_us=pl.Series(down),
+        reps=pl.Series(reps),
+        period_us=pl.Series(period),
+        recover_us=pl.Series(recover),
+        reboot=pl.Series([k.reboot for k in kinds], dtype=pl.Boolean),
+        crash=pl.Series([k.crash for k in kinds], dtype=pl.Boolean),
+        category=pl.Series([k.category for k in kinds], dtype=pl.Utf8),
+    )
 
 
 def settle(f: pl.DataFrame, boot0: np.ndarray, maint: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -218,7 +289,12 @@ def settle(f: pl.DataFrame, boot0: np.ndarray, maint: pl.DataFrame, seed: int) -
     for r in maint.iter_rows(named=True):
         mwin.setdefault(r["node_idx"], []).append((r["shutdown_t"], r["boot_t"]))
     node, t, down = f["node_idx"].to_list(), f["t"].to_list(), f["down_us"].to_list()
-    reboot, crash, reps, period = f["reboot"].to_list(), f["crash"].to_list(), f["reps"].to_list(), f["period_us"].to_list()
+    reboot, crash, reps, period = (
+        f["reboot"].to_list(),
+        f["crash"].to_list(),
+        f["reps"].to_list(),
+        f["period_us"].to_list(),
+    )
     keep = [True] * f.height
     boot_t = [None] * f.height
     shut_t = [None] * f.height
@@ -248,11 +324,16 @@ def settle(f: pl.DataFrame, boot0: np.ndarray, maint: pl.DataFrame, seed: int) -
             continue
         pending_free[nd] = max(pending_free.get(nd, -1), free)
     f = f.with_columns(boot_t=pl.Series(boot_t, dtype=pl.Int64), shutdown_t=pl.Series(shut_t, dtype=pl.Int64))
-    f = f.filter(pl.Series(keep, dtype=pl.Boolean))   # typed: an empty list would be Null
+    f = f.filter(pl.Series(keep, dtype=pl.Boolean))  # typed: an empty list would be Null
     gap_rows = [(nd, a, b) for nd in sorted(gaps) for a, b in sorted(gaps[nd])]
     g = pl.DataFrame(gap_rows, schema={"node_idx": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row")
-    pre = pl.DataFrame({"node_idx": np.arange(len(boot0), dtype=np.int64),
-                        "start": np.full(len(boot0), 0, np.int64), "end": boot0.astype(np.int64)})
+    pre = pl.DataFrame(
+        {
+            "node_idx": np.arange(len(boot0), dtype=np.int64),
+            "start": np.full(len(boot0), 0, np.int64),
+            "end": boot0.astype(np.int64),
+        }
+    )
     return f.sort("t", "node_idx", "kind"), pl.concat([pre, g]).sort("node_idx", "start")
 
 
@@ -263,5 +344,12 @@ def sample_benign(fleet, scn, up_from: np.ndarray, end: int, seed: int) -> pl.Da
     cnt = rng.poisson(scn.benign_xid63_per_node_day * (end - start) / DAY)
     node = np.repeat(np.arange(fleet.n_nodes), cnt)
     t = (start[node] + rng.random(len(node)) * (end - start[node])).astype(np.int64)
-    return pl.DataFrame({"node_idx": node.astype(np.int64), "t": t, "kind": ["xid63"] * len(node),
-                         "gpu_index": rng.integers(0, 8, len(node)), "source": ["benign"] * len(node)})
+    return pl.DataFrame(
+        {
+            "node_idx": node.astype(np.int64),
+            "t": t,
+            "kind": ["xid63"] * len(node),
+            "gpu_index": rng.integers(0, 8, len(node)),
+            "source": ["benign"] * len(node),
+        }
+    )

@@ -1,4 +1,5 @@
 """Fleet topology: providers -> clusters -> racks -> 8-GPU nodes, with stable GPU identities."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +9,7 @@ import polars as pl
 
 from .rng import stream
 
-PROVIDER_NAMES = ("northwind", "bluepeak", "redrock", "greenfield", "silverline", "ironbay",
-                  "goldcoast", "stonegate")
+PROVIDER_NAMES = ("northwind", "bluepeak", "redrock", "greenfield", "silverline", "ironbay", "goldcoast", "stonegate")
 KERNEL_CONVENTIONS = ("syslog_mono", "short_iso", "dmesg_T", "dmesg_raw", "rfc3339", "dmesg_iso", "syslog")
 JOB_PREFIXES = ("plain", "srun", "torchrun")
 GPUS_PER_NODE = 8
@@ -34,10 +34,10 @@ STACKS = (  # driver, open kernel module, NCCL, CUDA, PyTorch, Python
 
 @dataclass
 class Fleet:
-    providers: pl.DataFrame   # provider, provider_idx, multiplier
-    clusters: pl.DataFrame    # one row per cluster with its conventions and software stack
-    nodes: pl.DataFrame       # node_idx, node, provider, cluster, cluster_idx, rack, rack_idx, ip, leaf_switch
-    gpus: pl.DataFrame        # node_idx, gpu_index, gpu_pci, gpu_uuid, gpu_serial
+    providers: pl.DataFrame  # provider, provider_idx, multiplier
+    clusters: pl.DataFrame  # one row per cluster with its conventions and software stack
+    nodes: pl.DataFrame  # node_idx, node, provider, cluster, cluster_idx, rack, rack_idx, ip, leaf_switch
+    gpus: pl.DataFrame  # node_idx, gpu_index, gpu_pci, gpu_uuid, gpu_serial
 
     @property
     def n_nodes(self) -> int:
@@ -63,8 +63,10 @@ def build_fleet(scn, seed: int) -> Fleet:
     prov_nodes = _split(max(scn.nodes, n_prov), 1.0 / (1.0 + 0.25 * np.arange(n_prov)))
     prov_mult = np.array([scn.provider_multipliers[i % len(scn.provider_multipliers)] for i in range(n_prov)])
 
-    cl_rows, node_cols = [], {k: [] for k in ("node", "provider", "cluster", "cluster_idx", "rack", "rack_idx",
-                                              "ip", "leaf_switch")}
+    cl_rows, node_cols = (
+        [],
+        {k: [] for k in ("node", "provider", "cluster", "cluster_idx", "rack", "rack_idx", "ip", "leaf_switch")},
+    )
     ci = rack_global = 0
     for p in range(n_prov):
         pname = provider_name(p)
@@ -75,17 +77,32 @@ def build_fleet(scn, seed: int) -> Fleet:
             cname = f"{chr(97 + p)}{k + 1}"
             model = GPU_MODELS[ci % len(GPU_MODELS)]
             stack = STACKS[-1] if model[0].startswith("B200") else STACKS[(ci * 3 + p) % (len(STACKS) - 1)]
-            cl_rows.append(dict(
-                provider=pname, provider_idx=p, cluster=cname, cluster_idx=ci,
-                cluster_multiplier=float(np.exp(rng.normal(0.0, scn.cluster_sigma))),
-                convention=KERNEL_CONVENTIONS[ci % len(KERNEL_CONVENTIONS)],
-                gzip=ci % 3 == 2, job_prefix=JOB_PREFIXES[(ci // 2) % 3],
-                gpu_model=model[0], gpu_pci_id=model[1], gpu_mem_gib=model[2], gpu_name=model[3],
-                driver=stack[0], open_module=stack[1], nccl=stack[2], cuda=stack[3], torch=stack[4],
-                python=stack[5], nccl_timeout_s=1800 if ci % 4 == 3 else 600,
-                nccl_debug="WARN" if ci % 3 == 1 else "INFO",
-                nodes=int(cn), rack_size=rack_size,
-            ))
+            cl_rows.append(
+                dict(
+                    provider=pname,
+                    provider_idx=p,
+                    cluster=cname,
+                    cluster_idx=ci,
+                    cluster_multiplier=float(np.exp(rng.normal(0.0, scn.cluster_sigma))),
+                    convention=KERNEL_CONVENTIONS[ci % len(KERNEL_CONVENTIONS)],
+                    gzip=ci % 3 == 2,
+                    job_prefix=JOB_PREFIXES[(ci // 2) % 3],
+                    gpu_model=model[0],
+                    gpu_pci_id=model[1],
+                    gpu_mem_gib=model[2],
+                    gpu_name=model[3],
+                    driver=stack[0],
+                    open_module=stack[1],
+                    nccl=stack[2],
+                    cuda=stack[3],
+                    torch=stack[4],
+                    python=stack[5],
+                    nccl_timeout_s=1800 if ci % 4 == 3 else 600,
+                    nccl_debug="WARN" if ci % 3 == 1 else "INFO",
+                    nodes=int(cn),
+                    rack_size=rack_size,
+                )
+            )
             n_racks = -(-int(cn) // rack_size)
             width = 2 if n_racks < 100 else 3
             for i in range(int(cn)):
@@ -103,8 +120,13 @@ def build_fleet(scn, seed: int) -> Fleet:
 
     clusters = pl.DataFrame(cl_rows)
     nodes = pl.DataFrame(node_cols).with_row_index("node_idx").with_columns(pl.col("node_idx").cast(pl.Int64))
-    providers = pl.DataFrame({"provider": [provider_name(p) for p in range(n_prov)],
-                              "provider_idx": list(range(n_prov)), "provider_multiplier": prov_mult})
+    providers = pl.DataFrame(
+        {
+            "provider": [provider_name(p) for p in range(n_prov)],
+            "provider_idx": list(range(n_prov)),
+            "provider_multiplier": prov_mult,
+        }
+    )
     return Fleet(providers, clusters, nodes, _gpus(nodes.height, rng))
 
 
@@ -113,15 +135,34 @@ def _gpus(n_nodes: int, rng: np.random.Generator) -> pl.DataFrame:
     hexes = np.frombuffer(rng.bytes(16 * n).hex().encode(), dtype="S32").astype(str)
     serial = rng.integers(1_650_000_000_000, 1_659_999_999_999, n)
     h = pl.col("hex")
-    return pl.DataFrame({
-        "node_idx": np.repeat(np.arange(n_nodes, dtype=np.int64), GPUS_PER_NODE),
-        "gpu_index": np.tile(np.arange(GPUS_PER_NODE, dtype=np.int64), n_nodes),
-        "gpu_pci": [gpu_pci(g) for g in range(GPUS_PER_NODE)] * n_nodes,
-        "hex": hexes,
-        "gpu_serial": serial.astype(str),
-    }).with_columns(gpu_uuid=pl.concat_str([
-        pl.lit("GPU-"), h.str.slice(0, 8), pl.lit("-"), h.str.slice(8, 4), pl.lit("-"), h.str.slice(12, 4),
-        pl.lit("-"), h.str.slice(16, 4), pl.lit("-"), h.str.slice(20, 12)])).drop("hex")
+    return (
+        pl.DataFrame(
+            {
+                "node_idx": np.repeat(np.arange(n_nodes, dtype=np.int64), GPUS_PER_NODE),
+                "gpu_index": np.tile(np.arange(GPUS_PER_NODE, dtype=np.int64), n_nodes),
+                "gpu_pci": [gpu_pci(g) for g in range(GPUS_PER_NODE)] * n_nodes,
+                "hex": hexes,
+                "gpu_serial": serial.astype(str),
+            }
+        )
+        .with_columns(
+            gpu_uuid=pl.concat_str(
+                [
+                    pl.lit("GPU-"),
+                    h.str.slice(0, 8),
+                    pl.lit("-"),
+                    h.str.slice(8, 4),
+                    pl.lit("-"),
+                    h.str.slice(12, 4),
+                    pl.lit("-"),
+                    h.str.slice(16, 4),
+                    pl.lit("-"),
+                    h.str.slice(20, 12),
+                ]
+            )
+        )
+        .drop("hex")
+    )
 
 
 def gpu_pci(gpu_index: int) -> str:

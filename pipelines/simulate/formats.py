@@ -3,6 +3,7 @@
 Rows need ``lt`` (the node's clock: true time + skew, µs), ``mono`` (µs since the node booted),
 ``host`` and ``msg``.
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -22,8 +23,15 @@ CONVENTIONS = {
 
 def mono_expr() -> pl.Expr:
     """printk's ``[%5lu.%06lu]``."""
-    return pl.concat_str([pl.lit("["), (pl.col("mono") // S).cast(pl.Utf8).str.pad_start(5, " "), pl.lit("."),
-                          (pl.col("mono") % S).cast(pl.Utf8).str.zfill(6), pl.lit("]")])
+    return pl.concat_str(
+        [
+            pl.lit("["),
+            (pl.col("mono") // S).cast(pl.Utf8).str.pad_start(5, " "),
+            pl.lit("."),
+            (pl.col("mono") % S).cast(pl.Utf8).str.zfill(6),
+            pl.lit("]"),
+        ]
+    )
 
 
 def kernel_line(convention: str) -> pl.Expr:

@@ -1,68 +1,139 @@
 """Line shapes of job stdout/stderr: NCCL, PyTorch (per version), torchrun, srun/slurmstepd."""
+
 from __future__ import annotations
 
 MS = 1_000
 S = 1_000_000
 
 # torch_v: 0 = 2.1 (plain c10 logging), 1 = 2.3 ([rankN]: prefix), 2 = 2.4 (glog time), 3 = 2.5+ (PG GUID)
-WORK = ("WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)={tms}) "
-        "ran for {ran} milliseconds before timing out.")
+WORK = (
+    "WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={numel}, NumelOut={numel}, Timeout(ms)={tms}) "
+    "ran for {ran} milliseconds before timing out."
+)
 WATCHDOG = {
     0: (
         (0, "[E ProcessGroupNCCL.cpp:475] [Rank {rank}] Watchdog caught collective operation timeout: " + WORK),
-        (1, "[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
-            "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."),
+        (
+            1,
+            "[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
+            "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        ),
         (2, "[E ProcessGroupNCCL.cpp:495] To avoid data inconsistency, we are taking the entire process down."),
-        (3, "[E ProcessGroupNCCL.cpp:916] [Rank {rank}] NCCL watchdog thread terminated with exception: [Rank {rank}] "
-            "Watchdog caught collective operation timeout: " + WORK),
+        (
+            3,
+            "[E ProcessGroupNCCL.cpp:916] [Rank {rank}] NCCL watchdog thread terminated with exception: [Rank {rank}] "
+            "Watchdog caught collective operation timeout: " + WORK,
+        ),
         (4, "terminate called after throwing an instance of 'std::runtime_error'"),
-        (5, "  what():  [Rank {rank}] NCCL watchdog thread terminated with exception: [Rank {rank}] Watchdog caught "
-            "collective operation timeout: " + WORK),
+        (
+            5,
+            "  what():  [Rank {rank}] NCCL watchdog thread terminated with exception: [Rank {rank}] Watchdog caught "
+            "collective operation timeout: " + WORK,
+        ),
     ),
     1: (
-        (0, "[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: " + WORK),
-        (1, "[rank{rank}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank {rank}] Timeout at NCCL work: {seq}, last enqueued "
-            "NCCL work: {seq}, last completed NCCL work: {seqm1}."),
-        (2, "[rank{rank}]:[E ProcessGroupNCCL.cpp:577] [Rank {rank}] Some NCCL operations have failed or timed out. Due "
-            "to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data."),
-        (3, "[rank{rank}]:[E ProcessGroupNCCL.cpp:583] [Rank {rank}] To avoid data inconsistency, we are taking the "
-            "entire process down."),
+        (
+            0,
+            "[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: "
+            + WORK,
+        ),
+        (
+            1,
+            "[rank{rank}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank {rank}] Timeout at NCCL work: {seq}, last enqueued "
+            "NCCL work: {seq}, last completed NCCL work: {seqm1}.",
+        ),
+        (
+            2,
+            "[rank{rank}]:[E ProcessGroupNCCL.cpp:577] [Rank {rank}] Some NCCL operations have failed or timed out. Due "
+            "to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+        ),
+        (
+            3,
+            "[rank{rank}]:[E ProcessGroupNCCL.cpp:583] [Rank {rank}] To avoid data inconsistency, we are taking the "
+            "entire process down.",
+        ),
         (4, "terminate called after throwing an instance of 'c10::DistBackendError'"),
-        (5, "  what():  [PG 0 Rank {rank}] Process group watchdog thread terminated with exception: [Rank {rank}] "
-            "Watchdog caught collective operation timeout: " + WORK),
+        (
+            5,
+            "  what():  [PG 0 Rank {rank}] Process group watchdog thread terminated with exception: [Rank {rank}] "
+            "Watchdog caught collective operation timeout: " + WORK,
+        ),
     ),
     2: (
-        (0, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation timeout: " + WORK),
-        (1, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {rank}] failure detected by "
-            "watchdog at work sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seqm1}"),
-        (2, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:681] [Rank {rank}] To avoid data inconsistency, we are taking "
-            "the entire process down."),
+        (
+            0,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation timeout: "
+            + WORK,
+        ),
+        (
+            1,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank {rank}] failure detected by "
+            "watchdog at work sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seqm1}",
+        ),
+        (
+            2,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:681] [Rank {rank}] To avoid data inconsistency, we are taking "
+            "the entire process down.",
+        ),
         (3, "terminate called after throwing an instance of 'c10::DistBackendError'"),
-        (4, "  what():  [PG 0 (default_pg) Rank {rank}] Process group watchdog thread terminated with exception: "
-            "[Rank {rank}] Watchdog caught collective operation timeout: " + WORK),
-        (5, "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:634 (most recent call first):"),
-        (6, "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3c2e5b9f86 in "
-            "/usr/local/lib/python{py}/dist-packages/torch/lib/libc10.so)"),
+        (
+            4,
+            "  what():  [PG 0 (default_pg) Rank {rank}] Process group watchdog thread terminated with exception: "
+            "[Rank {rank}] Watchdog caught collective operation timeout: " + WORK,
+        ),
+        (
+            5,
+            "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:634 (most recent call first):",
+        ),
+        (
+            6,
+            "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f3c2e5b9f86 in "
+            "/usr/local/lib/python{py}/dist-packages/torch/lib/libc10.so)",
+        ),
     ),
     3: (
-        (0, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog "
-            "caught collective operation timeout: " + WORK),
-        (1, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception "
+        (
+            0,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog "
+            "caught collective operation timeout: " + WORK,
+        ),
+        (
+            1,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception "
             "(either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq}, last "
-            "completed NCCL work: {seqm1}."),
-        (2, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:630] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Some NCCL "
+            "completed NCCL work: {seqm1}.",
+        ),
+        (
+            2,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:630] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Some NCCL "
             "operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU "
-            "operations might run on corrupted/incomplete data."),
-        (3, "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:636] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] To avoid "
-            "data inconsistency, we are taking the entire process down."),
+            "operations might run on corrupted/incomplete data.",
+        ),
+        (
+            3,
+            "[rank{rank}]:[E{glog} ProcessGroupNCCL.cpp:636] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] To avoid "
+            "data inconsistency, we are taking the entire process down.",
+        ),
         (4, "terminate called after throwing an instance of 'c10::DistBackendError'"),
-        (5, "  what():  [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Process group watchdog thread terminated with "
-            "exception: [Rank {rank}] Watchdog caught collective operation timeout: " + WORK),
-        (6, "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):"),
-        (7, "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f8e4c96c1b8 in "
-            "/usr/local/lib/python{py}/dist-packages/torch/lib/libc10.so)"),
-        (8, "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
-            "std::ratio<1l, 1000l> > >) + 0x23d (0x7f8e4dc8f8bd in /usr/local/lib/python{py}/dist-packages/torch/lib/libtorch_cuda.so)"),
+        (
+            5,
+            "  what():  [PG ID 0 PG GUID 0(default_pg) Rank {rank}] Process group watchdog thread terminated with "
+            "exception: [Rank {rank}] Watchdog caught collective operation timeout: " + WORK,
+        ),
+        (
+            6,
+            "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 (most recent call first):",
+        ),
+        (
+            7,
+            "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f8e4c96c1b8 in "
+            "/usr/local/lib/python{py}/dist-packages/torch/lib/libc10.so)",
+        ),
+        (
+            8,
+            "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+            "std::ratio<1l, 1000l> > >) + 0x23d (0x7f8e4dc8f8bd in /usr/local/lib/python{py}/dist-packages/torch/lib/libtorch_cuda.so)",
+        ),
     ),
 }
 DESYNC = {  # with desync debugging on, a rank whose watchdog fired prints this just before its watchdog block
@@ -83,17 +154,17 @@ AGENT_SIGTERM = {
 }
 AGENT_START = {
     False: "[{pylog}] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment variable for each process "
-           "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
-           "performance in your application as needed.",
+    "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
+    "performance in your application as needed.",
     True: "W{glog6} {apid} torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable for each process "
-          "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
-          "performance in your application as needed.",
+    "to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal "
+    "performance in your application as needed.",
 }
 AGENT_DONE = {
     False: "[{pylog}] torch.distributed.elastic.agent.server.api: [INFO] [default] worker group successfully finished. "
-           "Waiting 300 seconds for other agents to finish.",
+    "Waiting 300 seconds for other agents to finish.",
     True: "I{glog6} {apid} torch/distributed/elastic/agent/server/api.py:879] [default] worker group successfully "
-          "finished. Waiting 300 seconds for other agents to finish.",
+    "finished. Waiting 300 seconds for other agents to finish.",
 }
 CHILD_FAILED = (
     "Traceback (most recent call last):",
@@ -132,14 +203,23 @@ NCCL_RANK0 = (
     (1, "{host}:{pid}:{pid} [0] NCCL INFO NCCL version {nccl}+cuda{cuda}"),
 )
 NCCL_RANK = (
-    (10 * MS, "{host}:{pid}:{tid} [{lr}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB "
-              "[3]mlx5_3:1/IB [4]mlx5_4:1/IB [5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB {netdev0}:{ip}<0>"),
-    (40 * MS, "{host}:{pid}:{tid} [{lr}] NCCL INFO comm 0x{comm} rank {rank} nranks {nranks} cudaDev {lr} nvmlDev {lr} "
-              "busId {busid} commId 0x{commid} - Init START"),
+    (
+        10 * MS,
+        "{host}:{pid}:{tid} [{lr}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB "
+        "[3]mlx5_3:1/IB [4]mlx5_4:1/IB [5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]; OOB {netdev0}:{ip}<0>",
+    ),
+    (
+        40 * MS,
+        "{host}:{pid}:{tid} [{lr}] NCCL INFO comm 0x{comm} rank {rank} nranks {nranks} cudaDev {lr} nvmlDev {lr} "
+        "busId {busid} commId 0x{commid} - Init START",
+    ),
     (900 * MS, "{host}:{pid}:{tid} [{lr}] NCCL INFO {channel}"),
     (1400 * MS, "{host}:{pid}:{tid} [{lr}] NCCL INFO Connected all rings"),
-    (1900 * MS, "{host}:{pid}:{tid} [{lr}] NCCL INFO comm 0x{comm} rank {rank} nranks {nranks} cudaDev {lr} nvmlDev {lr} "
-                "busId {busid} commId 0x{commid} - Init COMPLETE"),
+    (
+        1900 * MS,
+        "{host}:{pid}:{tid} [{lr}] NCCL INFO comm 0x{comm} rank {rank} nranks {nranks} cudaDev {lr} nvmlDev {lr} "
+        "busId {busid} commId 0x{commid} - Init COMPLETE",
+    ),
 )
 
 TB_HEAD = (
@@ -157,36 +237,55 @@ CUDA_HINTS = (
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
 )
 PY_EXCEPTIONS = (  # (failing code line, exception line); {shard} is filled per job
-    ("batch = next(data_iter)", "FileNotFoundError: [Errno 2] No such file or directory: '/data/shards/shard-{shard}.parquet'"),
+    (
+        "batch = next(data_iter)",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/data/shards/shard-{shard}.parquet'",
+    ),
     ('input_ids = batch["input_ids"].cuda(non_blocking=True)', "KeyError: 'input_ids'"),
     ("outputs = model(**batch)", "TypeError: forward() got an unexpected keyword argument 'attention_mask'"),
-    ("loss = criterion(logits.view(-1, logits.size(-1)), labels.view(-1))",
-     "ValueError: Expected input batch_size (16384) to match target batch_size (8192)."),
-    ("attn = torch.matmul(q, k.transpose(-2, -1))",
-     "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 2"),
-    ('state = torch.load(ckpt_path, map_location="cpu")',
-     "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"),
+    (
+        "loss = criterion(logits.view(-1, logits.size(-1)), labels.view(-1))",
+        "ValueError: Expected input batch_size (16384) to match target batch_size (8192).",
+    ),
+    (
+        "attn = torch.matmul(q, k.transpose(-2, -1))",
+        "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 2",
+    ),
+    (
+        'state = torch.load(ckpt_path, map_location="cpu")',
+        "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+    ),
     ('assert not torch.isnan(loss), "loss is NaN"', "AssertionError: loss is NaN"),
-    ("client.download_file(bucket, key, local_path)",
-     'botocore.exceptions.ConnectionClosedError: Connection was closed before we received a valid response from '
-     'endpoint URL: "https://s3.us-east-1.amazonaws.com/ckpt-bucket/step_{shard}/model.pt".'),
+    (
+        "client.download_file(bucket, key, local_path)",
+        "botocore.exceptions.ConnectionClosedError: Connection was closed before we received a valid response from "
+        'endpoint URL: "https://s3.us-east-1.amazonaws.com/ckpt-bucket/step_{shard}/model.pt".',
+    ),
     ("from flash_attn import flash_attn_func", "ModuleNotFoundError: No module named 'flash_attn'"),
     ("hidden = self.norm(hidden)", "AttributeError: 'NoneType' object has no attribute 'shape'"),
 )
-OOM_NEW = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc} GiB. GPU {lr} has a total capacity "
-           "of {cap} GiB of which {free} MiB is free. Process {pid} has {used} GiB memory in use. Of the allocated "
-           "memory {a1} GiB is allocated by PyTorch, and {a2} GiB is reserved by PyTorch but unallocated. If reserved "
-           "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
-           "fragmentation.  See documentation for Memory Management  "
-           "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
-OOM_OLD = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc} GiB (GPU {lr}; {cap} GiB total "
-           "capacity; {a1} GiB already allocated; {free} MiB free; {used} GiB reserved in total by PyTorch) If reserved "
-           "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for "
-           "Memory Management and PYTORCH_CUDA_ALLOC_CONF")
-DEVICE_ASSERT = ("../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [{blk},0,0], thread: "
-                 "[{thr},0,0] Assertion `srcIndex < srcSelectDimSize` failed.")
-NCCL_IB_WARN = ("{host}:{pid}:{tid} [{lr}] {ib_file}NCCL WARN NET/IB : Got completion from peer {peer_ip}<{port}> with "
-                "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:{ip} remoteGid ::ffff:{peer_ip}")
+OOM_NEW = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc} GiB. GPU {lr} has a total capacity "
+    "of {cap} GiB of which {free} MiB is free. Process {pid} has {used} GiB memory in use. Of the allocated "
+    "memory {a1} GiB is allocated by PyTorch, and {a2} GiB is reserved by PyTorch but unallocated. If reserved "
+    "but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+    "fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)
+OOM_OLD = (
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc} GiB (GPU {lr}; {cap} GiB total "
+    "capacity; {a1} GiB already allocated; {free} MiB free; {used} GiB reserved in total by PyTorch) If reserved "
+    "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for "
+    "Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+)
+DEVICE_ASSERT = (
+    "../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [{blk},0,0], thread: "
+    "[{thr},0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+)
+NCCL_IB_WARN = (
+    "{host}:{pid}:{tid} [{lr}] {ib_file}NCCL WARN NET/IB : Got completion from peer {peer_ip}<{port}> with "
+    "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:{ip} remoteGid ::ffff:{peer_ip}"
+)
 NCCL_IB_ERR = (
     "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
     "remote process exited or there was a network error, NCCL version {nccl}",
@@ -195,7 +294,9 @@ NCCL_IB_ERR = (
     "NET/IB : Got completion from peer {peer_ip}<{port}> with status=12 opcode=0 len=0 vendor err 129 (Recv) "
     "localGid ::ffff:{ip} remoteGid ::ffff:{peer_ip}",
 )
-CUDA_NCCL_WARN = "{host}:{pid}:{tid} [{lr}] {cuda_file}NCCL WARN Cuda failure 700 'an illegal memory access was encountered'"
+CUDA_NCCL_WARN = (
+    "{host}:{pid}:{tid} [{lr}] {cuda_file}NCCL WARN Cuda failure 700 'an illegal memory access was encountered'"
+)
 
 PROGRESS = "{pylog} INFO step {step} loss {loss} lr {lrate} grad_norm {gnorm} tokens/s {tps}"
 CHECKPOINT = "{pylog} INFO saved checkpoint to /checkpoints/{name}/step_{step}"
@@ -208,7 +309,7 @@ STEPD = {
     "node_fail": "slurmstepd: error: *** JOB {jid} ON {host0} CANCELLED AT {iso_s} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
     "step_cancel": "slurmstepd: error: *** STEP {jid}.0 ON {host0} CANCELLED AT {iso_s} ***",
     "oom": "slurmstepd: error: Detected 1 oom-kill event(s) in StepId={jid}.0. Some of your processes may have been "
-           "killed by the cgroup out-of-memory handler.",
+    "killed by the cgroup out-of-memory handler.",
 }
 SRUN_EXIT = "srun: error: {host}: task {node_i}: Exited with exit code 1"
 SRUN_OOM = "srun: error: {host}: task {node_i}: Out Of Memory"

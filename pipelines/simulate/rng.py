@@ -1,4 +1,5 @@
 """Named, reproducible random streams: one seed, independent generators per purpose."""
+
 from __future__ import annotations
 
 import zlib

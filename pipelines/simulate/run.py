@@ -1,18 +1,21 @@
 """``simulate()``: fleet -> faults -> jobs -> logs, written as a landing folder plus ``_truth/``."""
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 import polars as pl
 
-from . import catalog, downtime, events as evmod, faults as faultmod, landing, slurm, truth, workload
 from ..ingest.hostlist import compress_hostlist
+from . import catalog, downtime, landing, truth, workload
+from . import events as evmod
+from . import faults as faultmod
 from .downtime import DAY, MIN
 from .fleet import build_fleet
 from .rng import stream
@@ -37,10 +40,19 @@ def _prepare(root: Path, overwrite: bool) -> None:
     root.mkdir(parents=True, exist_ok=True)
 
 
-def simulate(out_dir, *, scenario: "str | Scenario" = "demo", providers: Optional[int] = None, nodes: Optional[int] = None,
-             days: Optional[int] = None, seed: int = 0, start_date: Optional[str] = None,
-             progress: Optional[Callable[[str], None]] = None, noise: Optional[int] = None,
-             overwrite: bool = False) -> dict:
+def simulate(
+    out_dir,
+    *,
+    scenario: str | Scenario = "demo",
+    providers: int | None = None,
+    nodes: int | None = None,
+    days: int | None = None,
+    seed: int = 0,
+    start_date: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    noise: int | None = None,
+    overwrite: bool = False,
+) -> dict:
     """Write a simulated landing folder to ``out_dir``; same arguments and seed give identical bytes.
 
     ``scenario`` is a name in ``SCENARIOS`` or a ``Scenario`` (e.g. ``SCENARIOS["lottery"].with_overrides(...)``);
@@ -103,25 +115,53 @@ def simulate(out_dir, *, scenario: "str | Scenario" = "demo", providers: Optiona
     # --- the truth
     say("truth: writing _truth/*.parquet")
     tw = Writer(root)
-    truth.write_all(tw, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end,
-                    dates)
+    truth.write_all(
+        tw, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates
+    )
     seconds = time.perf_counter() - clock
     summary = {
-        "scenario": scn.name, "out_dir": str(root), "seed": seed, "start_date": scn.start_date, "days": n_days,
-        "providers": fleet.providers.height, "clusters": fleet.clusters.height, "nodes": n, "gpus": n * 8,
-        "files": w.files, "bytes": w.bytes, "lines": w.lines, "truth_files": tw.files, "truth_bytes": tw.bytes,
-        "jobs": jobs.height, "failed_jobs": jobs.filter(pl.col("state").is_in(["FAILED", "NODE_FAIL", "OUT_OF_MEMORY"])).height,
+        "scenario": scn.name,
+        "out_dir": str(root),
+        "seed": seed,
+        "start_date": scn.start_date,
+        "days": n_days,
+        "providers": fleet.providers.height,
+        "clusters": fleet.clusters.height,
+        "nodes": n,
+        "gpus": n * 8,
+        "files": w.files,
+        "bytes": w.bytes,
+        "lines": w.lines,
+        "truth_files": tw.files,
+        "truth_bytes": tw.bytes,
+        "jobs": jobs.height,
+        "failed_jobs": jobs.filter(pl.col("state").is_in(["FAILED", "NODE_FAIL", "OUT_OF_MEMORY"])).height,
         "faults": int(events.filter(pl.col("origin") == "infra").height),
-        "seconds": round(seconds, 3), "mb_per_s": round(w.bytes / 1e6 / max(seconds, 1e-9), 1),
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(w.bytes / 1e6 / max(seconds, 1e-9), 1),
         "io_seconds": round(w.io_seconds, 3),
         "generate_mb_per_s": round(w.bytes / 1e6 / max(seconds - w.io_seconds, 1e-9), 1),
     }
-    (root / "_truth" / "manifest.json").write_text(json.dumps(
-        {"scenario": {k: (list(v) if isinstance(v, tuple) else v) for k, v in scn.__dict__.items() if k != "extra"},
-         "summary": {k: v for k, v in summary.items()
-                     if k not in ("seconds", "mb_per_s", "io_seconds", "generate_mb_per_s", "out_dir")}},
-        indent=1, sort_keys=True) + "\n")
-    say(f"done: {w.files} files, {w.bytes / 1e6:.1f} MB, {w.lines} lines in {seconds:.1f} s ({summary['mb_per_s']} MB/s)")
+    (root / "_truth" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "scenario": {
+                    k: (list(v) if isinstance(v, tuple) else v) for k, v in scn.__dict__.items() if k != "extra"
+                },
+                "summary": {
+                    k: v
+                    for k, v in summary.items()
+                    if k not in ("seconds", "mb_per_s", "io_seconds", "generate_mb_per_s", "out_dir")
+                },
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n"
+    )
+    say(
+        f"done: {w.files} files, {w.bytes / 1e6:.1f} MB, {w.lines} lines in {seconds:.1f} s ({summary['mb_per_s']} MB/s)"
+    )
     return summary
 
 
@@ -138,8 +178,15 @@ def _workload(fleet, scn, f, maint, boot0, t0, end, seed):
         ready = np.full(len(nid), t_first) if scn.warm_start else boot0[nid] + 5 * MIN
         gen = workload.generate_jobs(len(nid), t_first, end, scn, seed, c["cluster"])
         nodes_set = nid.tolist()
-        sj, aff, kil = workload.schedule(c, nid, ready, gen, f.filter(pl.col("node_idx").is_in(nodes_set)),
-                                         maint.filter(pl.col("node_idx").is_in(nodes_set)), seed)
+        sj, aff, kil = workload.schedule(
+            c,
+            nid,
+            ready,
+            gen,
+            f.filter(pl.col("node_idx").is_in(nodes_set)),
+            maint.filter(pl.col("node_idx").is_in(nodes_set)),
+            seed,
+        )
         # each cluster's controller counts from its own base; spaced so ids are unique fleet-wide
         base = 100_000 * (c["cluster_idx"] + 1) + int(stream(seed, "jobids", c["cluster"]).integers(0, 40_000))
         sj = sj.sort("jix").with_columns(jid_raw=pl.int_range(0, pl.len()).cast(pl.Int64) + base)
@@ -148,7 +195,8 @@ def _workload(fleet, scn, f, maint, boot0, t0, end, seed):
             job_id=pl.when(pl.col("array_task") >= 0)
             .then(pl.format("{}_{}", pl.col("array_head").replace_strict(head_raw), pl.col("array_task")))
             .otherwise(pl.col("jid_raw").cast(pl.Utf8)),
-            cluster_idx=pl.lit(c["cluster_idx"], dtype=pl.Int64))
+            cluster_idx=pl.lit(c["cluster_idx"], dtype=pl.Int64),
+        )
         sj = sj.with_columns(jkey=pl.col("cluster_idx") * 10_000_000 + pl.col("jix"))
         for fid, jix in aff.items():
             affected[fid] = c["cluster_idx"] * 10_000_000 + jix
@@ -158,21 +206,35 @@ def _workload(fleet, scn, f, maint, boot0, t0, end, seed):
     kept = set(jobs["jkey"].to_list())
     affected = {fid: jk for fid, jk in affected.items() if jk in kept}
     killers = {fid for fid in killers if fid in affected}
-    cl = fleet.clusters.select("cluster_idx", "provider", "cluster", "torch", "nccl", "cuda", "python", "nccl_timeout_s",
-                               "job_prefix", "gpu_mem_gib", "nccl_debug")
+    cl = fleet.clusters.select(
+        "cluster_idx",
+        "provider",
+        "cluster",
+        "torch",
+        "nccl",
+        "cuda",
+        "python",
+        "nccl_timeout_s",
+        "job_prefix",
+        "gpu_mem_gib",
+        "nccl_debug",
+    )
     kinds = {k.name: k for k in catalog.KINDS}
     host = fleet.nodes["node"].to_list()
     ips = fleet.nodes["ip"].to_list()
-    jobs = jobs.join(cl, on="cluster_idx", how="left").with_columns(
-        torch_v=pl.col("torch").str.slice(0, 3).replace_strict(TORCH_V, default=3, return_dtype=pl.Int64),
-        nccl_new=pl.col("nccl").str.slice(2).str.split(".").list.first().cast(pl.Int64) >= 19,
-        effect=pl.col("ending").replace_strict({k: v.effect for k, v in kinds.items()}, default=""),
-        cuda_msg=pl.col("ending").replace_strict({k: v.cuda_msg for k, v in kinds.items()}, default=""),
-        io_msg=pl.col("ending").replace_strict({k: v.io_msg for k, v in kinds.items()}, default=""),
-        hosts=pl.col("nodes").list.eval(pl.element().replace_strict(dict(enumerate(host)), return_dtype=pl.Utf8)),
-        ips=pl.col("nodes").list.eval(pl.element().replace_strict(dict(enumerate(ips)), return_dtype=pl.Utf8)),
-        py=pl.col("python"),
-    ).with_columns(glog_agent=pl.col("torch_v") >= 2)
-    jobs = jobs.with_columns(nodelist=pl.Series([compress_hostlist(h) for h in jobs["hosts"].to_list()],
-                                                dtype=pl.Utf8))
+    jobs = (
+        jobs.join(cl, on="cluster_idx", how="left")
+        .with_columns(
+            torch_v=pl.col("torch").str.slice(0, 3).replace_strict(TORCH_V, default=3, return_dtype=pl.Int64),
+            nccl_new=pl.col("nccl").str.slice(2).str.split(".").list.first().cast(pl.Int64) >= 19,
+            effect=pl.col("ending").replace_strict({k: v.effect for k, v in kinds.items()}, default=""),
+            cuda_msg=pl.col("ending").replace_strict({k: v.cuda_msg for k, v in kinds.items()}, default=""),
+            io_msg=pl.col("ending").replace_strict({k: v.io_msg for k, v in kinds.items()}, default=""),
+            hosts=pl.col("nodes").list.eval(pl.element().replace_strict(dict(enumerate(host)), return_dtype=pl.Utf8)),
+            ips=pl.col("nodes").list.eval(pl.element().replace_strict(dict(enumerate(ips)), return_dtype=pl.Utf8)),
+            py=pl.col("python"),
+        )
+        .with_columns(glog_agent=pl.col("torch_v") >= 2)
+    )
+    jobs = jobs.with_columns(nodelist=pl.Series([compress_hostlist(h) for h in jobs["hosts"].to_list()], dtype=pl.Utf8))
     return jobs.sort("cluster_idx", "jid_raw"), affected, killers

@@ -1,4 +1,5 @@
 """Named scenarios: fleet size, duration and the knobs that shape faults and volume."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -40,7 +41,7 @@ class Scenario:
     """Node-days whose kernel log never arrived (shipper broken)."""
     extra: dict = field(default_factory=dict)
 
-    def with_overrides(self, **kw) -> "Scenario":
+    def with_overrides(self, **kw) -> Scenario:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
@@ -48,25 +49,49 @@ SCENARIOS: dict[str, Scenario] = {
     "demo": Scenario(
         name="demo",
         description="3 providers, ~100 nodes, 7 days; seconds to generate; providers of clearly different quality "
-                    "(fault rates compressed ~4x so one week shows every category)",
-        providers=3, nodes=96, days=7, noise=12_000, base_rate=20.0,
-        provider_multipliers=(0.4, 1.2, 4.0), cluster_target=14,
-        lemon_fraction=0.012, lemon_multiplier=(15.0, 30.0), bad_rack_fraction=0.03, flap_episodes_per_day=0.6,
-        benign_xid63_per_node_day=0.05, skew_fraction=0.02, completed_log_fraction=0.3,
+        "(fault rates compressed ~4x so one week shows every category)",
+        providers=3,
+        nodes=96,
+        days=7,
+        noise=12_000,
+        base_rate=20.0,
+        provider_multipliers=(0.4, 1.2, 4.0),
+        cluster_target=14,
+        lemon_fraction=0.012,
+        lemon_multiplier=(15.0, 30.0),
+        bad_rack_fraction=0.03,
+        flap_episodes_per_day=0.6,
+        benign_xid63_per_node_day=0.05,
+        skew_fraction=0.02,
+        completed_log_fraction=0.3,
     ),
     "lottery": Scenario(
         name="lottery",
         description="5 providers, 512 nodes, 30 days; strong provider and cluster differences, sized for evaluation",
-        providers=5, nodes=512, days=30, noise=5_000, base_rate=4.0,
-        provider_multipliers=(0.35, 0.8, 1.5, 2.5, 5.0), cluster_sigma=0.5, cluster_target=48,
+        providers=5,
+        nodes=512,
+        days=30,
+        noise=5_000,
+        base_rate=4.0,
+        provider_multipliers=(0.35, 0.8, 1.5, 2.5, 5.0),
+        cluster_sigma=0.5,
+        cluster_target=48,
         flap_episodes_per_day=0.25,
-        completed_log_fraction=0.04, other_log_fraction=0.3,
+        completed_log_fraction=0.04,
+        other_log_fraction=0.3,
     ),
     "scale": Scenario(
         name="scale",
         description="12,500 nodes (100,000 GPUs) for 1 day: volume and throughput",
-        providers=4, nodes=12_500, days=1, noise=40_000, base_rate=4.0,
-        provider_multipliers=(0.5, 1.0, 2.0, 3.0), cluster_target=1600,
-        completed_log_fraction=0.05, other_log_fraction=0.3, warm_start=True,
+        providers=4,
+        nodes=12_500,
+        days=1,
+        noise=40_000,
+        base_rate=4.0,
+        provider_multipliers=(0.5, 1.0, 2.0, 3.0),
+        cluster_target=1600,
+        completed_log_fraction=0.05,
+        other_log_fraction=0.3,
+        warm_start=True,
     ),
 }

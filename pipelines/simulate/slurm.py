@@ -1,24 +1,40 @@
 """Slurm outputs: ``sacct -P`` rows with job steps, the slurmctld log, compressed host lists."""
-from __future__ import annotations
 
-import re
+from __future__ import annotations
 
 import polars as pl
 
-from ..ingest.hostlist import compress_hostlist
 from .templates import expand
 
 S = 1_000_000
-SACCT_FIELDS = ("JobID", "JobName", "User", "Partition", "NodeList", "NNodes", "AllocTRES", "Submit", "Start",
-                "End", "Elapsed", "State", "ExitCode", "Reason")
+SACCT_FIELDS = (
+    "JobID",
+    "JobName",
+    "User",
+    "Partition",
+    "NodeList",
+    "NNodes",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "State",
+    "ExitCode",
+    "Reason",
+)
 SACCT_HEADER = "|".join(SACCT_FIELDS)
 CPUS_PER_NODE, MEM_GB_PER_NODE = 224, 2000
 
 
 def _elapsed(sec: pl.Expr) -> pl.Expr:
     d, rem = sec // 86400, sec % 86400
-    hms = pl.format("{}:{}:{}", (rem // 3600).cast(pl.Utf8).str.zfill(2), (rem % 3600 // 60).cast(pl.Utf8).str.zfill(2),
-                    (rem % 60).cast(pl.Utf8).str.zfill(2))
+    hms = pl.format(
+        "{}:{}:{}",
+        (rem // 3600).cast(pl.Utf8).str.zfill(2),
+        (rem % 3600 // 60).cast(pl.Utf8).str.zfill(2),
+        (rem % 60).cast(pl.Utf8).str.zfill(2),
+    )
     return pl.when(d > 0).then(pl.format("{}-{}", d, hms)).otherwise(hms)
 
 
@@ -35,37 +51,80 @@ STEP_STATES = {  # job state -> (batch, extern, step 0) as (state, exit code)
     "PREEMPTED": (("CANCELLED", "0:15"), ("COMPLETED", "0:0"), ("CANCELLED", "0:15")),
     "NODE_FAIL": (("CANCELLED", "0:0"), ("CANCELLED", "0:0"), ("CANCELLED", "0:0")),
 }
-JOB_EXIT = {"COMPLETED": "0:0", "FAILED": "1:0", "OUT_OF_MEMORY": "0:125", "TIMEOUT": "0:0", "CANCELLED": "0:0",
-            "PREEMPTED": "0:0", "NODE_FAIL": "0:0"}
+JOB_EXIT = {
+    "COMPLETED": "0:0",
+    "FAILED": "1:0",
+    "OUT_OF_MEMORY": "0:125",
+    "TIMEOUT": "0:0",
+    "CANCELLED": "0:0",
+    "PREEMPTED": "0:0",
+    "NODE_FAIL": "0:0",
+}
 
 
 def sacct_rows(jobs: pl.DataFrame) -> pl.DataFrame:
     """One frame of sacct lines (``end``, ``order``, ``line``) for the jobs given: job row + 3 steps."""
     j = jobs.with_columns(
         base=pl.col("state").str.split(" ").list.first(),
-        nn=pl.col("size").cast(pl.Utf8), cpus=(pl.col("size") * CPUS_PER_NODE).cast(pl.Utf8),
-        gpus=(pl.col("size") * 8).cast(pl.Utf8), mem=(pl.col("size") * MEM_GB_PER_NODE).cast(pl.Utf8),
-        sub=_ts("submit"), st=_ts("start"), en=_ts("end"),
+        nn=pl.col("size").cast(pl.Utf8),
+        cpus=(pl.col("size") * CPUS_PER_NODE).cast(pl.Utf8),
+        gpus=(pl.col("size") * 8).cast(pl.Utf8),
+        mem=(pl.col("size") * MEM_GB_PER_NODE).cast(pl.Utf8),
+        sub=_ts("submit"),
+        st=_ts("start"),
+        en=_ts("end"),
         el=_elapsed((pl.col("end") - pl.col("start")) // S),
     ).with_columns(
         tres=pl.format("billing={},cpu={},gres/gpu={},mem={}G,node={}", "cpus", "cpus", "gpus", "mem", "nn"),
         step_tres=pl.format("cpu={},gres/gpu={},mem={}G,node={}", "cpus", "gpus", "mem", "nn"),
     )
     rows = []
-    for step, (name, user, part, nodes, nn, tres, state, code, reason) in enumerate((
-        ("name", "user", "partition", "nodelist", "nn", "tres", "state", "job_exit", pl.lit("None")),
-        (pl.lit("batch"), pl.lit(""), pl.lit(""), "host0", pl.lit("1"),
-         pl.lit(f"cpu={CPUS_PER_NODE},gres/gpu=8,mem={MEM_GB_PER_NODE}G,node=1"), "s_batch", "c_batch", pl.lit("")),
-        (pl.lit("extern"), pl.lit(""), pl.lit(""), "nodelist", "nn", "tres", "s_extern", "c_extern", pl.lit("")),
-        (pl.lit("torchrun"), pl.lit(""), pl.lit(""), "nodelist", "nn", "step_tres", "s_0", "c_0", pl.lit("")),
-    )):
+    for step, (name, user, part, nodes, nn, tres, state, code, reason) in enumerate(
+        (
+            ("name", "user", "partition", "nodelist", "nn", "tres", "state", "job_exit", pl.lit("None")),
+            (
+                pl.lit("batch"),
+                pl.lit(""),
+                pl.lit(""),
+                "host0",
+                pl.lit("1"),
+                pl.lit(f"cpu={CPUS_PER_NODE},gres/gpu=8,mem={MEM_GB_PER_NODE}G,node=1"),
+                "s_batch",
+                "c_batch",
+                pl.lit(""),
+            ),
+            (pl.lit("extern"), pl.lit(""), pl.lit(""), "nodelist", "nn", "tres", "s_extern", "c_extern", pl.lit("")),
+            (pl.lit("torchrun"), pl.lit(""), pl.lit(""), "nodelist", "nn", "step_tres", "s_0", "c_0", pl.lit("")),
+        )
+    ):
         suffix = ["", ".batch", ".extern", ".0"][step]
         c = lambda x: pl.col(x) if isinstance(x, str) else x
-        rows.append(j.select(
-            "end", "job_id_num", order=pl.lit(step),
-            line=pl.concat_str([pl.col("job_id") + suffix, c(name), c(user), c(part), c(nodes), c(nn), c(tres),
-                                pl.col("sub"), pl.col("st"), pl.col("en"), pl.col("el"), c(state), c(code), c(reason)],
-                               separator="|")))
+        rows.append(
+            j.select(
+                "end",
+                "job_id_num",
+                order=pl.lit(step),
+                line=pl.concat_str(
+                    [
+                        pl.col("job_id") + suffix,
+                        c(name),
+                        c(user),
+                        c(part),
+                        c(nodes),
+                        c(nn),
+                        c(tres),
+                        pl.col("sub"),
+                        pl.col("st"),
+                        pl.col("en"),
+                        pl.col("el"),
+                        c(state),
+                        c(code),
+                        c(reason),
+                    ],
+                    separator="|",
+                ),
+            )
+        )
     return pl.concat(rows).sort("job_id_num", "order")
 
 
@@ -95,10 +154,16 @@ CTLD = {
 
 def ctld_rows(jobs: pl.DataFrame, drains: pl.DataFrame) -> pl.DataFrame:
     """slurmctld lines (``t, seq, msg``) for jobs and node drains of one cluster."""
-    j = jobs.with_columns(cpus=pl.col("size") * CPUS_PER_NODE, base=pl.col("state").str.split(" ").list.first(),
-                          wexit=pl.when(pl.col("state") == "FAILED").then(1).otherwise(0),
-                          wsig=pl.when(pl.col("state") == "OUT_OF_MEMORY").then(9).otherwise(15),
-                          ).with_row_index("eseq").with_columns(pl.col("eseq").cast(pl.Int64))
+    j = (
+        jobs.with_columns(
+            cpus=pl.col("size") * CPUS_PER_NODE,
+            base=pl.col("state").str.split(" ").list.first(),
+            wexit=pl.when(pl.col("state") == "FAILED").then(1).otherwise(0),
+            wsig=pl.when(pl.col("state") == "OUT_OF_MEMORY").then(9).otherwise(15),
+        )
+        .with_row_index("eseq")
+        .with_columns(pl.col("eseq").cast(pl.Int64))
+    )
     out = [expand(j.with_columns(t=pl.col("start")), [(0, CTLD["alloc"])], [], 1 << 50)]
     e = j.with_columns(t=pl.col("end"))
     sel = lambda *states: e.filter(pl.col("base").is_in(states))
@@ -106,7 +171,9 @@ def ctld_rows(jobs: pl.DataFrame, drains: pl.DataFrame) -> pl.DataFrame:
     out.append(expand(sel("OUT_OF_MEMORY", "PREEMPTED"), [(0, CTLD["signal"]), (1, CTLD["done"])], [], 2 << 50))
     out.append(expand(sel("TIMEOUT"), [(0, CTLD["limit"]), (1, CTLD["signal"]), (2, CTLD["done"])], [], 2 << 50))
     out.append(expand(sel("CANCELLED"), [(-S, CTLD["kill"]), (1, CTLD["signal"]), (2, CTLD["done"])], [], 2 << 50))
-    out.append(expand(sel("NODE_FAIL"), [(-2 * S, CTLD["down"]), (-S, CTLD["killing"]), (0, CTLD["done"])], [], 2 << 50))
+    out.append(
+        expand(sel("NODE_FAIL"), [(-2 * S, CTLD["down"]), (-S, CTLD["killing"]), (0, CTLD["done"])], [], 2 << 50)
+    )
     if drains.height:
         d = drains.with_row_index("eseq").with_columns(pl.col("eseq").cast(pl.Int64))
         out.append(expand(d, [(0, CTLD["drain_reason"]), (1, CTLD["drain"])], [], 3 << 50))
@@ -115,5 +182,11 @@ def ctld_rows(jobs: pl.DataFrame, drains: pl.DataFrame) -> pl.DataFrame:
 
 
 def ctld_prefix() -> pl.Expr:
-    return pl.concat_str([pl.lit("["), pl.col("t").cast(pl.Datetime("us")).dt.strftime("%Y-%m-%dT%H:%M:%S%.3f"),
-                          pl.lit("] "), pl.col("msg")])
+    return pl.concat_str(
+        [
+            pl.lit("["),
+            pl.col("t").cast(pl.Datetime("us")).dt.strftime("%Y-%m-%dT%H:%M:%S%.3f"),
+            pl.lit("] "),
+            pl.col("msg"),
+        ]
+    )

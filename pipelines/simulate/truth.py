@@ -1,20 +1,31 @@
 """The ``_truth/`` folder: what was really injected, for evaluation only (the pipeline never reads it).
 Columns are documented in TRUTH.md."""
+
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
 from . import catalog
+from .downtime import DAY
 from .fleet import gpu_pci
 from .kernel import netdev
-from .downtime import DAY
 from .slurm import JOB_EXIT
 
 S = 1_000_000
 UTC = pl.Datetime("us", "UTC")
-INFRA_CATEGORIES = ("gpu_bus_lost", "gpu_memory", "nvlink", "gpu_hardware", "driver_firmware", "network", "host",
-                    "storage", "thermal_power", "collective_timeout")
+INFRA_CATEGORIES = (
+    "gpu_bus_lost",
+    "gpu_memory",
+    "nvlink",
+    "gpu_hardware",
+    "driver_firmware",
+    "network",
+    "host",
+    "storage",
+    "thermal_power",
+    "collective_timeout",
+)
 FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY")
 GPU_ENDINGS = ("gpu_oom", "xid31", "xid13", "device_assert")
 # A lemon has manifested when its failing part showed itself at least this often in the logs.
@@ -27,45 +38,76 @@ def _ts(col: str) -> pl.Expr:
     return pl.col(col).cast(UTC)
 
 
-def jobs_table(jobs: pl.DataFrame, logged: pl.DataFrame, events: pl.DataFrame, gpus: pl.DataFrame,
-               dates: list[str]) -> pl.DataFrame:
+def jobs_table(
+    jobs: pl.DataFrame, logged: pl.DataFrame, events: pl.DataFrame, gpus: pl.DataFrame, dates: list[str]
+) -> pl.DataFrame:
     kinds = {k.name: k for k in catalog.KINDS}
     scope = pl.col("ending").replace_strict({k: v.scope for k, v in kinds.items()}, default="")
     failed = pl.col("root_cause").is_not_null() & (pl.col("root_cause") != "scheduler")
     gpu_culprit = failed & ((scope.is_in(["gpu", "nvswitch"])) | pl.col("ending").is_in(GPU_ENDINGS))
-    ev_job = (events.filter(pl.col("kills_job") & pl.col("affected_jkey").is_not_null())
-              .select(pl.col("affected_jkey").alias("jkey"), pl.col("fault_id").alias("_fid"),
-                      pl.col("fid").alias("_infra_fid"), pl.col("origin").alias("_origin")))
-    by_infra = ev_job.filter(pl.col("_origin") == "infra").select(pl.col("_infra_fid").alias("fault_id_num"),
-                                                                   pl.col("_fid").alias("_fid_i"))
+    ev_job = events.filter(pl.col("kills_job") & pl.col("affected_jkey").is_not_null()).select(
+        pl.col("affected_jkey").alias("jkey"),
+        pl.col("fault_id").alias("_fid"),
+        pl.col("fid").alias("_infra_fid"),
+        pl.col("origin").alias("_origin"),
+    )
+    by_infra = ev_job.filter(pl.col("_origin") == "infra").select(
+        pl.col("_infra_fid").alias("fault_id_num"), pl.col("_fid").alias("_fid_i")
+    )
     by_user = ev_job.filter(pl.col("_origin") == "user").select("jkey", pl.col("_fid").alias("_fid_u"))
-    lg = logged.select("jkey", "flight_recorder", "culprit_missing", log_day=pl.col("end_day").replace_strict(
-        dict(enumerate(dates)), return_dtype=pl.Utf8))
-    j = (jobs.rename({"fault_id": "fault_id_num"})
-         .join(by_infra, on="fault_id_num", how="left").join(by_user, on="jkey", how="left")
-         .join(lg, on="jkey", how="left")
-         .with_columns(gpu_index=pl.col("culprit_local").clip(lower_bound=0),
-                       culprit_node_idx=pl.col("nodes").list.get(pl.col("culprit_node").clip(lower_bound=0))))
-    j = j.join(gpus.select(pl.col("node_idx").alias("culprit_node_idx"), "gpu_index", "gpu_uuid"),
-               on=["culprit_node_idx", "gpu_index"], how="left")
+    lg = logged.select(
+        "jkey",
+        "flight_recorder",
+        "culprit_missing",
+        log_day=pl.col("end_day").replace_strict(dict(enumerate(dates)), return_dtype=pl.Utf8),
+    )
+    j = (
+        jobs.rename({"fault_id": "fault_id_num"})
+        .join(by_infra, on="fault_id_num", how="left")
+        .join(by_user, on="jkey", how="left")
+        .join(lg, on="jkey", how="left")
+        .with_columns(
+            gpu_index=pl.col("culprit_local").clip(lower_bound=0),
+            culprit_node_idx=pl.col("nodes").list.get(pl.col("culprit_node").clip(lower_bound=0)),
+        )
+    )
+    j = j.join(
+        gpus.select(pl.col("node_idx").alias("culprit_node_idx"), "gpu_index", "gpu_uuid"),
+        on=["culprit_node_idx", "gpu_index"],
+        how="left",
+    )
     return j.select(
-        "job_id", "provider", "cluster", "partition", "user", "name", "state",
+        "job_id",
+        "provider",
+        "cluster",
+        "partition",
+        "user",
+        "name",
+        "state",
         exit_code=pl.col("state").str.split(" ").list.first().replace_strict(JOB_EXIT),
-        submit=_ts("submit"), start=_ts("start"), end=_ts("end"),
-        nodes=pl.col("hosts"), nodelist="nodelist", nnodes="size", gpus=pl.col("size") * 8,
+        submit=_ts("submit"),
+        start=_ts("start"),
+        end=_ts("end"),
+        nodes=pl.col("hosts"),
+        nodelist="nodelist",
+        nnodes="size",
+        gpus=pl.col("size") * 8,
         gpu_hours=(pl.col("size") * 8 * (pl.col("end") - pl.col("start")) / 3.6e9).round(3),
         root_cause="root_cause",
         failure_kind=pl.when(pl.col("ending") == "completed").then(None).otherwise(pl.col("ending")),
         culprit_node=pl.when(failed).then(pl.col("hosts").list.get(pl.col("culprit_node").clip(lower_bound=0))),
-        culprit_gpu=pl.when(gpu_culprit).then(pl.col("gpu_index").replace_strict(
-            {i: gpu_pci(i) for i in range(8)}, return_dtype=pl.Utf8)),
+        culprit_gpu=pl.when(gpu_culprit).then(
+            pl.col("gpu_index").replace_strict({i: gpu_pci(i) for i in range(8)}, return_dtype=pl.Utf8)
+        ),
         culprit_gpu_uuid=pl.when(gpu_culprit).then(pl.col("gpu_uuid")),
         culprit_rank=pl.when(failed & (pl.col("culprit_local") >= 0)).then(
-            pl.col("culprit_node") * 8 + pl.col("culprit_local")),
+            pl.col("culprit_node") * 8 + pl.col("culprit_local")
+        ),
         fault_id=pl.coalesce("_fid_i", "_fid_u"),
         fault_time=pl.when(failed).then(_ts("t_event")),
         hang_s=pl.when(failed).then(((pl.col("end") - pl.col("t_event")) / S).round(3)),
-        has_log=pl.col("log_day").is_not_null(), log_day="log_day",
+        has_log=pl.col("log_day").is_not_null(),
+        log_day="log_day",
         flight_recorder=pl.col("flight_recorder").fill_null(False),
         culprit_missing_from_watchdog=pl.col("culprit_missing").fill_null(False),
     ).sort("provider", "cluster", "end", "job_id")
@@ -78,8 +120,13 @@ def faults_table(events: pl.DataFrame, nodes: pl.DataFrame, lemons: pl.DataFrame
     lemon_nodes = lemons["node_idx"].to_list()
     e = events.join(nodes.select("node_idx", "provider", "cluster", "rack", "node"), on="node_idx", how="left")
     return e.select(
-        "fault_id", time=_ts("t"), logged_time=pl.when(pl.col("logged_t").is_not_null()).then(_ts("logged_t")),
-        provider="provider", cluster="cluster", rack="rack", node="node",
+        "fault_id",
+        time=_ts("t"),
+        logged_time=pl.when(pl.col("logged_t").is_not_null()).then(_ts("logged_t")),
+        provider="provider",
+        cluster="cluster",
+        rack="rack",
+        node="node",
         gpu_pci=pl.when(scope.is_in(["gpu", "nvswitch"])).then(pl.col("gpu_pci")),
         gpu_uuid=pl.when(scope.is_in(["gpu", "nvswitch"])).then(pl.col("gpu_uuid")),
         nic=pl.when(scope == "nic").then(pl.col("netdev")),
@@ -87,21 +134,25 @@ def faults_table(events: pl.DataFrame, nodes: pl.DataFrame, lemons: pl.DataFrame
         kind="kind",
         xid=pl.col("kind").replace_strict({k: v.xid for k, v in kinds.items()}, return_dtype=pl.Int64),
         description=pl.col("kind").replace_strict({k: v.description for k, v in kinds.items()}),
-        origin="origin", source=pl.when(pl.col("source").str.starts_with("flap:")).then(pl.lit("bad_rack"))
-        .otherwise(pl.col("source")),
+        origin="origin",
+        source=pl.when(pl.col("source").str.starts_with("flap:")).then(pl.lit("bad_rack")).otherwise(pl.col("source")),
         is_lemon=pl.col("node_idx").is_in(lemon_nodes),
         bad_rack=pl.col("source").str.starts_with("flap:"),
         episode=pl.when(pl.col("source").str.starts_with("flap:")).then(pl.col("source")),
         burst_lines=pl.when((pl.col("kind") == "xid95") & (pl.col("reps") > 1)).then(pl.col("reps")),
         n_lines=pl.col("reps") * pl.col("kind").replace_strict(n_lines, return_dtype=pl.Int64),
-        affected_job_id="affected_job_id", kills_job="kills_job", logged="logged",
+        affected_job_id="affected_job_id",
+        kills_job="kills_job",
+        logged="logged",
         day=pl.col("day").replace_strict(dict(enumerate(dates)), default=None, return_dtype=pl.Utf8),
-        signature="signature", skew_s=(pl.col("skew_us") / S),
+        signature="signature",
+        skew_s=(pl.col("skew_us") / S),
     )
 
 
-def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end,
-              dates):
+def write_all(
+    w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates
+):
     nodes = fleet.nodes
     jt = jobs_table(jobs, logged, events, fleet.gpus, dates)
     ft = faults_table(events, nodes, lemons, dates)
@@ -109,54 +160,120 @@ def write_all(w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boo
     w.write_frame("_truth/faults.parquet", ft)
 
     host = nodes.select("node_idx", "provider", "cluster", "rack", "node", "leaf_switch", "rack_idx", "cluster_idx")
-    lem = lemons.join(host, on="node_idx", how="left").join(
-        fleet.gpus, on=["node_idx", "gpu_index"], how="left")
+    lem = lemons.join(host, on="node_idx", how="left").join(fleet.gpus, on=["node_idx", "gpu_index"], how="left")
     lem_faults = lemon_fault_counts(ft)
-    kills = jt.filter(pl.col("root_cause").is_in(INFRA_CATEGORIES)).group_by(pl.col("culprit_node").alias("node")).agg(
-        n_job_failures=pl.len())
+    kills = (
+        jt.filter(pl.col("root_cause").is_in(INFRA_CATEGORIES))
+        .group_by(pl.col("culprit_node").alias("node"))
+        .agg(n_job_failures=pl.len())
+    )
     comp_gpu = pl.col("component").is_in(["gpu", "hbm", "nvlink", "pcie"])
-    w.write_frame("_truth/lemons.parquet", lem.select(
-        "provider", "cluster", "rack", "node", "component",
-        gpu_pci=pl.when(comp_gpu).then(pl.col("gpu_pci")), gpu_uuid=pl.when(comp_gpu).then(pl.col("gpu_uuid")),
-        nic=pl.when(pl.col("component") == "nic").then(
-            pl.col("gpu_index").replace_strict({i: netdev(i) for i in range(8)}, return_dtype=pl.Utf8)),
-        rate_multiplier=pl.col("multiplier").round(2),
-    ).join(lem_faults, on="node", how="left").join(kills, on="node", how="left").with_columns(
-        pl.col("n_faults").fill_null(0).cast(pl.Int64), pl.col("n_logged_faults").fill_null(0).cast(pl.Int64),
-        pl.col("n_job_failures").fill_null(0).cast(pl.Int64),
-    ).with_columns(manifested=pl.col("n_logged_faults") >= MANIFESTED_MIN_FAULTS))
+    w.write_frame(
+        "_truth/lemons.parquet",
+        lem.select(
+            "provider",
+            "cluster",
+            "rack",
+            "node",
+            "component",
+            gpu_pci=pl.when(comp_gpu).then(pl.col("gpu_pci")),
+            gpu_uuid=pl.when(comp_gpu).then(pl.col("gpu_uuid")),
+            nic=pl.when(pl.col("component") == "nic").then(
+                pl.col("gpu_index").replace_strict({i: netdev(i) for i in range(8)}, return_dtype=pl.Utf8)
+            ),
+            rate_multiplier=pl.col("multiplier").round(2),
+        )
+        .join(lem_faults, on="node", how="left")
+        .join(kills, on="node", how="left")
+        .with_columns(
+            pl.col("n_faults").fill_null(0).cast(pl.Int64),
+            pl.col("n_logged_faults").fill_null(0).cast(pl.Int64),
+            pl.col("n_job_failures").fill_null(0).cast(pl.Int64),
+        )
+        .with_columns(manifested=pl.col("n_logged_faults") >= MANIFESTED_MIN_FAULTS),
+    )
 
     flaps = ft.filter(pl.col("bad_rack"))
-    br = bad_racks.join(host.group_by("rack_idx").agg(pl.first("provider", "cluster", "rack", "leaf_switch"),
-                                                      nodes=pl.len()), on="rack_idx", how="left")
-    stats = flaps.group_by("cluster", "rack").agg(episodes=pl.col("episode").n_unique(), flap_faults=pl.len(),
-                                                 job_failures=pl.col("kills_job").sum())
-    w.write_frame("_truth/bad_racks.parquet", br.join(stats, on=["cluster", "rack"], how="left").select(
-        "provider", "cluster", "rack", "leaf_switch", "mode", pl.col("nodes").cast(pl.Int64),
-        pl.col("episodes").fill_null(0).cast(pl.Int64), pl.col("flap_faults").fill_null(0).cast(pl.Int64),
-        pl.col("job_failures").fill_null(0).cast(pl.Int64)).sort("provider", "cluster", "rack"))
+    br = bad_racks.join(
+        host.group_by("rack_idx").agg(pl.first("provider", "cluster", "rack", "leaf_switch"), nodes=pl.len()),
+        on="rack_idx",
+        how="left",
+    )
+    stats = flaps.group_by("cluster", "rack").agg(
+        episodes=pl.col("episode").n_unique(), flap_faults=pl.len(), job_failures=pl.col("kills_job").sum()
+    )
+    w.write_frame(
+        "_truth/bad_racks.parquet",
+        br.join(stats, on=["cluster", "rack"], how="left")
+        .select(
+            "provider",
+            "cluster",
+            "rack",
+            "leaf_switch",
+            "mode",
+            pl.col("nodes").cast(pl.Int64),
+            pl.col("episodes").fill_null(0).cast(pl.Int64),
+            pl.col("flap_faults").fill_null(0).cast(pl.Int64),
+            pl.col("job_failures").fill_null(0).cast(pl.Int64),
+        )
+        .sort("provider", "cluster", "rack"),
+    )
 
     w.write_frame("_truth/rates.parquet", rates_table(fleet, jt, ft, bad_racks, expect, t0, end))
     sk = nodes.with_columns(skew_s=pl.Series(skew / S)).filter(pl.col("skew_s") != 0)
-    w.write_frame("_truth/skew.parquet", sk.select("provider", "cluster", "node", "skew_s").sort("provider", "cluster", "node"))
-    w.write_frame("_truth/maintenance.parquet", maint.join(host, on="node_idx", how="left").select(
-        "provider", "cluster", "node", start=_ts("start"), end=_ts("end"), shutdown=_ts("shutdown_t"),
-        boot=_ts("boot_t")).sort("start", "provider", "cluster", "node"))
-    w.write_frame("_truth/boots.parquet", boots.join(host, on="node_idx", how="left").with_columns(
-        skew_us=pl.col("node_idx").replace_strict(dict(enumerate(skew.tolist())), return_dtype=pl.Int64)).select(
-        "provider", "cluster", "node", "reason", time=_ts("t"), logged_time=(pl.col("t") + pl.col("skew_us")).cast(UTC),
-        day=((pl.col("t") - t0) // DAY).replace_strict(dict(enumerate(dates)), default=None, return_dtype=pl.Utf8),
-    ).sort("time", "provider", "cluster", "node"))
-    w.write_frame("_truth/missing_logs.parquet", missing.join(host, on="node_idx", how="left").select(
-        "provider", "cluster", "node", day=pl.col("day").replace_strict(dict(enumerate(dates)), return_dtype=pl.Utf8)
-    ).sort("day", "provider", "cluster", "node"))
+    w.write_frame(
+        "_truth/skew.parquet", sk.select("provider", "cluster", "node", "skew_s").sort("provider", "cluster", "node")
+    )
+    w.write_frame(
+        "_truth/maintenance.parquet",
+        maint.join(host, on="node_idx", how="left")
+        .select(
+            "provider",
+            "cluster",
+            "node",
+            start=_ts("start"),
+            end=_ts("end"),
+            shutdown=_ts("shutdown_t"),
+            boot=_ts("boot_t"),
+        )
+        .sort("start", "provider", "cluster", "node"),
+    )
+    w.write_frame(
+        "_truth/boots.parquet",
+        boots.join(host, on="node_idx", how="left")
+        .with_columns(skew_us=pl.col("node_idx").replace_strict(dict(enumerate(skew.tolist())), return_dtype=pl.Int64))
+        .select(
+            "provider",
+            "cluster",
+            "node",
+            "reason",
+            time=_ts("t"),
+            logged_time=(pl.col("t") + pl.col("skew_us")).cast(UTC),
+            day=((pl.col("t") - t0) // DAY).replace_strict(dict(enumerate(dates)), default=None, return_dtype=pl.Utf8),
+        )
+        .sort("time", "provider", "cluster", "node"),
+    )
+    w.write_frame(
+        "_truth/missing_logs.parquet",
+        missing.join(host, on="node_idx", how="left")
+        .select(
+            "provider",
+            "cluster",
+            "node",
+            day=pl.col("day").replace_strict(dict(enumerate(dates)), return_dtype=pl.Utf8),
+        )
+        .sort("day", "provider", "cluster", "node"),
+    )
 
 
 def lemon_fault_counts(faults: pl.DataFrame) -> pl.DataFrame:
     """Per lemon node: its failing part's faults (``n_faults``) and those whose key line is in the
     logs (``n_logged_faults``; a fault on a node-day whose log never arrived is invisible)."""
-    return faults.filter(pl.col("source") == "lemon").group_by("node").agg(
-        n_faults=pl.len(), n_logged_faults=pl.col("logged").sum().cast(pl.Int64))
+    return (
+        faults.filter(pl.col("source") == "lemon")
+        .group_by("node")
+        .agg(n_faults=pl.len(), n_logged_faults=pl.col("logged").sum().cast(pl.Int64))
+    )
 
 
 def busy_days(jt: pl.DataFrame, t0: int, end: int) -> pl.DataFrame:
@@ -164,7 +281,8 @@ def busy_days(jt: pl.DataFrame, t0: int, end: int) -> pl.DataFrame:
     lo, hi = pl.lit(t0).cast(UTC), pl.lit(end).cast(UTC)
     run = jt.select("nodes", _s=pl.max_horizontal("start", lo), _e=pl.min_horizontal("end", hi)).explode("nodes")
     return run.group_by(pl.col("nodes").alias("node")).agg(
-        busy_days=((pl.col("_e") - pl.col("_s")).dt.total_microseconds().clip(lower_bound=0).sum() / DAY))
+        busy_days=((pl.col("_e") - pl.col("_s")).dt.total_microseconds().clip(lower_bound=0).sum() / DAY)
+    )
 
 
 def idle_hang_share(models: list[str]) -> np.ndarray:
@@ -176,8 +294,9 @@ def idle_hang_share(models: list[str]) -> np.ndarray:
     return np.array([share[m] for m in models])
 
 
-def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFrame, expect: dict,
-                t0: int, end: int) -> pl.DataFrame:
+def rates_table(
+    fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFrame, expect: dict, t0: int, end: int
+) -> pl.DataFrame:
     nodes = fleet.nodes
     rate, expo, lemx = expect["rate"], expect["exposure_days"], expect["lemon_expected"]
     flapx = np.zeros(nodes.height)
@@ -192,9 +311,13 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
     busy = nodes.select("node").join(busy_days(jt, t0, end), on="node", how="left")["busy_days"].fill_null(0.0)
     idle_hangs = rate / 1000.0 * idle_hang_share(models.to_list()) * np.maximum(expo - busy.to_numpy(), 0.0)
     per_node = nodes.select("provider", "cluster", "node").with_columns(
-        node_days=pl.Series(expo), expected=pl.Series(rate / 1000.0 * expo + lemx),
-        base_expected=pl.Series(rate / 1000.0 * expo), flap_expected=pl.Series(flapx),
-        calendar_days=pl.lit((end - t0) / DAY), expected_interruptions=pl.Series(rate / 1000.0 * expo + lemx - idle_hangs))
+        node_days=pl.Series(expo),
+        expected=pl.Series(rate / 1000.0 * expo + lemx),
+        base_expected=pl.Series(rate / 1000.0 * expo),
+        flap_expected=pl.Series(flapx),
+        calendar_days=pl.lit((end - t0) / DAY),
+        expected_interruptions=pl.Series(rate / 1000.0 * expo + lemx - idle_hangs),
+    )
     indep = ft.filter((pl.col("origin") == "infra") & pl.col("source").is_in(["independent", "lemon"]))
     silent = [k.name for k in catalog.KINDS if k.origin == "infra" and not k.lines]
     interrupting = indep.filter(~pl.col("kind").is_in(silent) | pl.col("affected_job_id").is_not_null())
@@ -202,24 +325,35 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
     failed = pl.col("state").str.split(" ").list.first().is_in(FAILED_STATES)
     infra_fail = pl.col("root_cause").is_in(INFRA_CATEGORIES)
     mult = fleet.clusters.join(fleet.providers, on=["provider", "provider_idx"]).select(
-        "provider", "cluster", "provider_multiplier", "cluster_multiplier")
+        "provider", "cluster", "provider_multiplier", "cluster_multiplier"
+    )
 
     def level(keys: list[str], name: str) -> pl.DataFrame:
         g = keys if keys else [pl.lit("fleet").alias("_all")]
-        a = per_node.group_by(g).agg(nodes=pl.len(), node_days=pl.col("node_days").sum(),
-                                     expected_faults=pl.col("expected").sum(),
-                                     base_expected=pl.col("base_expected").sum(),
-                                     expected_bad_rack_faults=pl.col("flap_expected").sum(),
-                                     calendar_node_days=pl.col("calendar_days").sum(),
-                                     expected_interruptions=pl.col("expected_interruptions").sum())
-        b = indep.group_by(g).agg(faults=pl.len()).join(interrupting.group_by(g).agg(interruptions=pl.len()),
-                                                        on=keys if keys else ["_all"], how="left")
+        a = per_node.group_by(g).agg(
+            nodes=pl.len(),
+            node_days=pl.col("node_days").sum(),
+            expected_faults=pl.col("expected").sum(),
+            base_expected=pl.col("base_expected").sum(),
+            expected_bad_rack_faults=pl.col("flap_expected").sum(),
+            calendar_node_days=pl.col("calendar_days").sum(),
+            expected_interruptions=pl.col("expected_interruptions").sum(),
+        )
+        b = (
+            indep.group_by(g)
+            .agg(faults=pl.len())
+            .join(interrupting.group_by(g).agg(interruptions=pl.len()), on=keys if keys else ["_all"], how="left")
+        )
         c = flap.group_by(g).agg(bad_rack_faults=pl.len())
         d = jt.group_by(g).agg(
-            jobs=pl.len(), failed_jobs=failed.sum(), fault_job_failures=infra_fail.sum(),
-            user_failures=(pl.col("root_cause") == "user_app").sum(), gpu_hours=pl.col("gpu_hours").sum(),
+            jobs=pl.len(),
+            failed_jobs=failed.sum(),
+            fault_job_failures=infra_fail.sum(),
+            user_failures=(pl.col("root_cause") == "user_app").sum(),
+            gpu_hours=pl.col("gpu_hours").sum(),
             failed_gpu_hours=pl.col("gpu_hours").filter(failed).sum(),
-            fault_failed_gpu_hours=pl.col("gpu_hours").filter(infra_fail).sum())
+            fault_failed_gpu_hours=pl.col("gpu_hours").filter(infra_fail).sum(),
+        )
         on = keys if keys else ["_all"]
         out = a.join(b, on=on, how="left").join(c, on=on, how="left").join(d, on=on, how="left")
         out = out.with_columns(
@@ -233,23 +367,72 @@ def rates_table(fleet, jt: pl.DataFrame, ft: pl.DataFrame, bad_racks: pl.DataFra
             if k not in out.columns:
                 out = out.with_columns(pl.lit(None, dtype=pl.Utf8).alias(k))
         return out
-    cols = ["level", "provider", "cluster", "nodes", "node_days", "rate_per_1k", "base_rate_per_1k",
-            "expected_faults", "faults", "observed_per_1k", "expected_bad_rack_faults", "bad_rack_faults", "jobs",
-            "failed_jobs", "fault_job_failures", "user_failures", "gpu_hours", "failed_gpu_hours",
-            "fault_failed_gpu_hours", "calendar_node_days", "expected_interruptions", "interruptions",
-            "interruption_rate_per_1k"]
-    out = pl.concat([level([], "fleet").select(cols), level(["provider"], "provider").select(cols),
-                     level(["provider", "cluster"], "cluster").select(cols)])
-    int_cols = ["nodes", "faults", "bad_rack_faults", "jobs", "failed_jobs", "fault_job_failures", "user_failures",
-                "interruptions"]
-    out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in int_cols] +
-                           [pl.col(c).fill_null(0.0).round(3) for c in ("gpu_hours", "failed_gpu_hours",
-                                                                         "fault_failed_gpu_hours", "node_days",
-                                                                         "expected_faults", "expected_bad_rack_faults",
-                                                                         "calendar_node_days", "expected_interruptions")])
+
+    cols = [
+        "level",
+        "provider",
+        "cluster",
+        "nodes",
+        "node_days",
+        "rate_per_1k",
+        "base_rate_per_1k",
+        "expected_faults",
+        "faults",
+        "observed_per_1k",
+        "expected_bad_rack_faults",
+        "bad_rack_faults",
+        "jobs",
+        "failed_jobs",
+        "fault_job_failures",
+        "user_failures",
+        "gpu_hours",
+        "failed_gpu_hours",
+        "fault_failed_gpu_hours",
+        "calendar_node_days",
+        "expected_interruptions",
+        "interruptions",
+        "interruption_rate_per_1k",
+    ]
+    out = pl.concat(
+        [
+            level([], "fleet").select(cols),
+            level(["provider"], "provider").select(cols),
+            level(["provider", "cluster"], "cluster").select(cols),
+        ]
+    )
+    int_cols = [
+        "nodes",
+        "faults",
+        "bad_rack_faults",
+        "jobs",
+        "failed_jobs",
+        "fault_job_failures",
+        "user_failures",
+        "interruptions",
+    ]
+    out = out.with_columns(
+        [pl.col(c).fill_null(0).cast(pl.Int64) for c in int_cols]
+        + [
+            pl.col(c).fill_null(0.0).round(3)
+            for c in (
+                "gpu_hours",
+                "failed_gpu_hours",
+                "fault_failed_gpu_hours",
+                "node_days",
+                "expected_faults",
+                "expected_bad_rack_faults",
+                "calendar_node_days",
+                "expected_interruptions",
+            )
+        ]
+    )
     prov = fleet.providers.select("provider", "provider_multiplier")
     out = out.join(prov, on="provider", how="left").join(
-        mult.select("cluster", "cluster_multiplier"), on="cluster", how="left")
+        mult.select("cluster", "cluster_multiplier"), on="cluster", how="left"
+    )
     order = {"fleet": 0, "provider": 1, "cluster": 2}
-    return out.with_columns(_o=pl.col("level").replace_strict(order, return_dtype=pl.Int64)).sort(
-        "_o", "provider", "cluster", nulls_last=False).drop("_o")
+    return (
+        out.with_columns(_o=pl.col("level").replace_strict(order, return_dtype=pl.Int64))
+        .sort("_o", "provider", "cluster", nulls_last=False)
+        .drop("_o")
+    )

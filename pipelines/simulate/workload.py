@@ -4,6 +4,7 @@ Job outcomes follow Meta RSC-1 (60% completed, 24% failed, 10% preempted, ...); 
 the user's. Infrastructure faults that land on a running job's nodes kill it: the job ends one
 NCCL timeout after the fault (watchdog), or ~5 minutes after it for a node failure.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,14 +18,42 @@ S = 1_000_000
 SIZES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
 SIZE_W = np.array([0.50, 0.14, 0.12, 0.09, 0.06, 0.04, 0.025, 0.015, 0.007, 0.003])
 LIMITS_H = np.array([4, 12, 24, 48, 72])
-USERS = (("ajones", 51234), ("bchen", 51240), ("cdiaz", 51311), ("dkim", 51377), ("epatel", 51402),
-         ("fmuller", 51468), ("gsato", 51503), ("hnguyen", 51577), ("ilopez", 51620), ("jwang", 51699),
-         ("kokafor", 51734), ("lrossi", 51802))
-NAMES_SMALL = ("sft-llama", "eval-harness", "ablation-lr", "data-prep", "tokenize", "dpo-run", "vision-vit",
-               "bench-nccl", "rlhf-ppo", "distill-3b")
+USERS = (
+    ("ajones", 51234),
+    ("bchen", 51240),
+    ("cdiaz", 51311),
+    ("dkim", 51377),
+    ("epatel", 51402),
+    ("fmuller", 51468),
+    ("gsato", 51503),
+    ("hnguyen", 51577),
+    ("ilopez", 51620),
+    ("jwang", 51699),
+    ("kokafor", 51734),
+    ("lrossi", 51802),
+)
+NAMES_SMALL = (
+    "sft-llama",
+    "eval-harness",
+    "ablation-lr",
+    "data-prep",
+    "tokenize",
+    "dpo-run",
+    "vision-vit",
+    "bench-nccl",
+    "rlhf-ppo",
+    "distill-3b",
+)
 NAMES_BIG = ("pretrain-7b", "pretrain-70b", "moe-16x8b", "pretrain-405b")
-USER_FAILS = (("py_exception", 0.38), ("gpu_oom", 0.20), ("cpu_oom", 0.09), ("xid31", 0.12), ("xid13", 0.05),
-              ("device_assert", 0.10), ("desync", 0.06))
+USER_FAILS = (
+    ("py_exception", 0.38),
+    ("gpu_oom", 0.20),
+    ("cpu_oom", 0.09),
+    ("xid31", 0.12),
+    ("xid13", 0.05),
+    ("device_assert", 0.10),
+    ("desync", 0.06),
+)
 
 
 def generate_jobs(n_nodes: int, t_first: int, end: int, scn, seed: int, cluster: str) -> pl.DataFrame:
@@ -67,8 +96,9 @@ def generate_jobs(n_nodes: int, t_first: int, end: int, scn, seed: int, cluster:
     preempt_part = (size <= 8) & (rng.random(n) < 0.25) & (task < 0)
     partition = np.where(big, "hero", np.where(preempt_part, "preempt", "gpu"))
     name_small = rng.integers(0, len(NAMES_SMALL), head.sum())[group]
-    name = np.where(size >= 32, np.array(NAMES_BIG)[rng.integers(0, len(NAMES_BIG), n)],
-                    np.array(NAMES_SMALL)[name_small])
+    name = np.where(
+        size >= 32, np.array(NAMES_BIG)[rng.integers(0, len(NAMES_BIG), n)], np.array(NAMES_SMALL)[name_small]
+    )
 
     # outcomes decided up front; infrastructure faults may overrule them while the job runs
     u = rng.random(n)
@@ -92,14 +122,30 @@ def generate_jobs(n_nodes: int, t_first: int, end: int, scn, seed: int, cluster:
     limit[to] = np.maximum(10 * MIN, (dur[to] * rng.uniform(0.5, 0.95, to.sum())).astype(np.int64) // MIN * MIN)
     dur = np.where(to, dur, np.minimum(dur, limit))
     frac = np.where(np.isin(outcome, uk), rng.beta(0.7, 2.5, n), rng.uniform(0.05, 0.95, n))
-    return pl.DataFrame({
-        "submit": submit, "size": size, "dur": dur, "limit": limit, "array_task": task,
-        "array_head": (np.flatnonzero(head)[group]).astype(np.int64),
-        "user": np.array([USERS[i][0] for i in user]), "uid": np.array([USERS[i][1] for i in user]),
-        "partition": partition, "name": name, "outcome": outcome.astype(str), "frac": frac,
-        "culprit_rank": (rng.random(n) * size * 8).astype(np.int64),
-        "pid_base": rng.integers(3000, 60000, n), "seed_": rng.integers(0, 2**31, n),
-    }).with_row_index("jix").with_columns(pl.col("jix").cast(pl.Int64)).sort("submit", "jix")
+    return (
+        pl.DataFrame(
+            {
+                "submit": submit,
+                "size": size,
+                "dur": dur,
+                "limit": limit,
+                "array_task": task,
+                "array_head": (np.flatnonzero(head)[group]).astype(np.int64),
+                "user": np.array([USERS[i][0] for i in user]),
+                "uid": np.array([USERS[i][1] for i in user]),
+                "partition": partition,
+                "name": name,
+                "outcome": outcome.astype(str),
+                "frac": frac,
+                "culprit_rank": (rng.random(n) * size * 8).astype(np.int64),
+                "pid_base": rng.integers(3000, 60000, n),
+                "seed_": rng.integers(0, 2**31, n),
+            }
+        )
+        .with_row_index("jix")
+        .with_columns(pl.col("jix").cast(pl.Int64))
+        .sort("submit", "jix")
+    )
 
 
 class _Pending:
@@ -127,8 +173,15 @@ class _Pending:
             p += 1
 
 
-def schedule(cluster: dict, node_idx: np.ndarray, ready: np.ndarray, jobs: pl.DataFrame, faults: pl.DataFrame,
-             maint: pl.DataFrame, seed: int) -> tuple[pl.DataFrame, dict[int, int], set[int]]:
+def schedule(
+    cluster: dict,
+    node_idx: np.ndarray,
+    ready: np.ndarray,
+    jobs: pl.DataFrame,
+    faults: pl.DataFrame,
+    maint: pl.DataFrame,
+    seed: int,
+) -> tuple[pl.DataFrame, dict[int, int], set[int]]:
     """Place jobs on nodes in submit order. ``faults`` carries a ``fid`` column; returns the scheduled jobs,
     {fid: jix of the job running on the faulty node}, and the fids that killed a job."""
     rng = stream(seed, "schedule", cluster["cluster"])
@@ -136,8 +189,12 @@ def schedule(cluster: dict, node_idx: np.ndarray, ready: np.ndarray, jobs: pl.Da
     local = {int(g): i for i, g in enumerate(node_idx)}
     free_at = ready.astype(np.int64).copy()
     fl = faults.with_row_index("row")
-    pend = _Pending(n, np.array([local[g] for g in fl["node_idx"].to_list()], dtype=np.int64),
-                    fl["t"].to_numpy(), fl["row"].to_numpy())
+    pend = _Pending(
+        n,
+        np.array([local[g] for g in fl["node_idx"].to_list()], dtype=np.int64),
+        fl["t"].to_numpy(),
+        fl["row"].to_numpy(),
+    )
     f_down, f_kind = fl["down_us"].to_numpy(), fl["kind"].to_list()
     mlist = [[] for _ in range(n)]
     for r in maint.sort("node_idx", "start").iter_rows(named=True):
@@ -148,8 +205,22 @@ def schedule(cluster: dict, node_idx: np.ndarray, ready: np.ndarray, jobs: pl.Da
 
     affected: dict[int, int] = {}
     killers: set[int] = set()
-    out = {k: [] for k in ("jix", "start", "end", "nodes", "ending", "state", "fault_row", "t_event",
-                           "culprit_node", "culprit_local", "root_cause")}
+    out = {
+        k: []
+        for k in (
+            "jix",
+            "start",
+            "end",
+            "nodes",
+            "ending",
+            "state",
+            "fault_row",
+            "t_event",
+            "culprit_node",
+            "culprit_local",
+            "root_cause",
+        )
+    }
     cols = jobs.select("jix", "submit", "size", "dur", "limit", "outcome", "frac", "culprit_rank", "uid").rows()
     for jix, submit, size, dur, limit, outcome, frac, crank, uid in cols:
         k = int(size)
@@ -192,8 +263,11 @@ def schedule(cluster: dict, node_idx: np.ndarray, ready: np.ndarray, jobs: pl.Da
             exits = outcome != "desync"
             end = horizon + (timeout + int(rng.integers(30_000, 900_000)) if multi or not exits else 0) + teardown
         t_event, fault_row, c_node, c_local = horizon, -1, int(crank) // 8, int(crank) % 8
-        root = None if ending == "completed" else ("scheduler" if ending in ("timeout", "cancelled", "preempted")
-                                                   else "user_app")
+        root = (
+            None
+            if ending == "completed"
+            else ("scheduler" if ending in ("timeout", "cancelled", "preempted") else "user_app")
+        )
         hits = sorted((ft, r, i) for i in ch[pend.next[ch] < horizon] for ft, r in pend.upcoming(i, horizon))
         for ft, r, i in hits:
             kind = catalog.BY_NAME[f_kind[r]]
@@ -212,17 +286,37 @@ def schedule(cluster: dict, node_idx: np.ndarray, ready: np.ndarray, jobs: pl.Da
                 free_at[i] = max(free_at[i], ft + int(f_down[r]))
                 pend.pop(i)
         free_at[ch] = np.maximum(free_at[ch], end)
-        for key, val in (("jix", jix), ("start", t), ("end", end), ("nodes", node_idx[ch].tolist()),
-                         ("ending", ending), ("state", state), ("fault_row", fault_row), ("t_event", t_event),
-                         ("culprit_node", c_node), ("culprit_local", c_local), ("root_cause", root)):
+        for key, val in (
+            ("jix", jix),
+            ("start", t),
+            ("end", end),
+            ("nodes", node_idx[ch].tolist()),
+            ("ending", ending),
+            ("state", state),
+            ("fault_row", fault_row),
+            ("t_event", t_event),
+            ("culprit_node", c_node),
+            ("culprit_local", c_local),
+            ("root_cause", root),
+        ):
             out[key].append(val)
-    sched = pl.DataFrame(out, schema_overrides={"nodes": pl.List(pl.Int64), "root_cause": pl.Utf8,
-                                                "start": pl.Int64, "end": pl.Int64, "t_event": pl.Int64})
+    sched = pl.DataFrame(
+        out,
+        schema_overrides={
+            "nodes": pl.List(pl.Int64),
+            "root_cause": pl.Utf8,
+            "start": pl.Int64,
+            "end": pl.Int64,
+            "t_event": pl.Int64,
+        },
+    )
     fid = fl["fid"].to_list()
-    sched = sched.with_columns(fault_id=pl.col("fault_row").replace_strict(
-        dict(enumerate(fid)) | {-1: None}, default=None, return_dtype=pl.Int64)).drop("fault_row")
-    return (jobs.join(sched, on="jix", how="left"), {fid[r]: j for r, j in affected.items()},
-            {fid[r] for r in killers})
+    sched = sched.with_columns(
+        fault_id=pl.col("fault_row").replace_strict(
+            dict(enumerate(fid)) | {-1: None}, default=None, return_dtype=pl.Int64
+        )
+    ).drop("fault_row")
+    return (jobs.join(sched, on="jix", how="left"), {fid[r]: j for r, j in affected.items()}, {fid[r] for r in killers})
 
 
 def _fault_end(kind, ft: int, start: int, limit: int, multi: bool, timeout: int, teardown: int, rng):

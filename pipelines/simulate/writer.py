@@ -1,4 +1,5 @@
 """Writes the landing folder: one write call per file, gzip with a fixed header, running totals."""
+
 from __future__ import annotations
 
 import gzip
@@ -38,7 +39,8 @@ class Writer:
         if frame.height == 0:
             return
         grouped = frame.group_by(path_col, maintain_order=True).agg(
-            pl.col(line_col).str.join("\n").alias("text"), pl.len().alias("n"))
+            pl.col(line_col).str.join("\n").alias("text"), pl.len().alias("n")
+        )
         for rel, text, n in grouped.iter_rows():
             self.write(rel, (text + "\n").encode(), gz=gz, lines=n)
 

@@ -8,8 +8,12 @@ from ..resources import LakeResource
 from ..views.assets import POOL, warn_no_snapshot
 
 
-@dg.asset(kinds={"polars", "parquet"}, group_name="out", pool=POOL,
-          deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"])
+@dg.asset(
+    kinds={"polars", "parquet"},
+    group_name="out",
+    pool=POOL,
+    deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"],
+)
 def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Recompute the analytics tables from the whole lake and publish their views.
 
@@ -19,12 +23,14 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     report = lake.build_views()
     warn_no_snapshot(context, report)
     context.log.info(f"analytics: {counts}")
-    return dg.MaterializeResult(metadata={
-        **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
-        "views": dg.MetadataValue.json(report.views),
-        "snapshot": dg.MetadataValue.text(str(report.snapshot or "")),
-        "snapshot_error": dg.MetadataValue.text(report.snapshot_error or ""),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            **{f"rows_{k}": dg.MetadataValue.int(v) for k, v in counts.items()},
+            "views": dg.MetadataValue.json(report.views),
+            "snapshot": dg.MetadataValue.text(str(report.snapshot or "")),
+            "snapshot_error": dg.MetadataValue.text(report.snapshot_error or ""),
+        }
+    )
 
 
 @dg.asset(kinds={"html"}, group_name="out", deps=[out_analytics])
@@ -32,9 +38,12 @@ def out_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Mate
     """The nightly root-cause report (``report.html`` and ``report.md`` in the warehouse)."""
     from ...report import build_report
 
-    html = build_report(lake.warehouse, join(lake.warehouse, "report.html"))   # join: Path, or a URL key
+    html = build_report(lake.warehouse, join(lake.warehouse, "report.html"))  # join: Path, or a URL key
     md = build_report(lake.warehouse, join(lake.warehouse, "report.md"), fmt="md")
-    return dg.MaterializeResult(metadata={
-        "html": dg.MetadataValue.path(str(html)), "markdown": dg.MetadataValue.path(str(md)),
-        "html_bytes": dg.MetadataValue.int(html.stat().st_size),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "html": dg.MetadataValue.path(str(html)),
+            "markdown": dg.MetadataValue.path(str(md)),
+            "html_bytes": dg.MetadataValue.int(html.stat().st_size),
+        }
+    )
