@@ -1,207 +1,512 @@
-"""Every table faultline writes, declared once: lake, core and analytics tables, sort keys, the
-``faultline classify`` JSON Lines contract and which columns are public. ``conform`` enforces a
-schema on every write."""
+"""Every table faultline writes, declared once: lake, core and analytics tables, their sort
+keys, the ``faultline classify`` JSON Lines contract and which tables are a public contract.
+``conform`` enforces a schema on every write; ``docs/tables.md`` is generated from here."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
 UTC_TS = pl.Datetime("us", "UTC")
+S, I32, I64, F64, B, D = pl.String, pl.Int32, pl.Int64, pl.Float64, pl.Boolean, pl.Date
+LS, LI = pl.List(pl.String), pl.List(pl.Int32)
 
-EVENTS = pl.Schema(
-    {
-        "event_id": pl.String,  # "<source>:<first line_no>", stable across re-runs
-        "source": pl.String,  # file path (relative to the landing folder in the pipeline)
-        "line_no": pl.Int64,  # first physical line of the event (1-based)
-        "line_count": pl.Int32,  # physical lines joined into this event
-        "ts": UTC_TS,
-        "ts_source": pl.String,  # how ts was derived: see ingest.prefix.TS_SOURCES
-        "provider": pl.String,
-        "cluster": pl.String,
-        "node": pl.String,
-        "gpu_pci": pl.String,  # normalized 0000:3b:00 (domain:bus:device)
-        "gpu_uuid": pl.String,
-        "gpu_serial": pl.String,
-        "job_id": pl.String,
-        "rank": pl.Int32,
-        "family": pl.String,  # source family: nvrm, nvswitch, nic, pcie, host, storage, ...
-        "xid": pl.Int32,
-        "sxid": pl.Int32,
-        "nccl_status": pl.String,
-        "category": pl.String,  # taxonomy category
-        "domain": pl.String,  # taxonomy domain of the category
-        "severity": pl.String,  # info | warning | error | critical
-        "action": pl.String,  # taxonomy action
-        "rule_id": pl.String,  # rule (or model) that decided the category
-        "template": pl.String,  # message with numbers, addresses and ids masked
-        "message": pl.String,  # message without its prefix (joined lines: "\n"-separated)
-        "raw": pl.String,  # the physical line(s) as read
-    }
+
+@dataclass(frozen=True)
+class Table:
+    """One table: what a row is, its columns (name, type, meaning) and how it is kept."""
+
+    name: str
+    row: str
+    columns: tuple[tuple[str, pl.DataType, str], ...]
+    layer: str  # raw | core | analytics | output
+    sort: tuple[str, ...] = ()  # the order rows are written in (lake tables)
+    key: tuple[str, ...] = ()  # columns that identify a row
+    public: bool = False  # a contract: names, types and meanings change only with a new version
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema({c: t for c, t, _ in self.columns})
+
+
+def _cols(*cols: tuple[str, pl.DataType, str]) -> tuple[tuple[str, pl.DataType, str], ...]:
+    return cols
+
+
+# --------------------------------------------------------------------------- column groups
+_EVENT = _cols(
+    ("event_id", S, "`<source>:<first line_no>`, stable across re-runs"),
+    ("source", S, "file path, relative to the landing folder"),
+    ("line_no", I64, "first physical line of the event (1-based)"),
+    ("line_count", I32, "physical lines joined into this event"),
+    ("ts", UTC_TS, "when, in UTC"),
+    ("ts_source", S, "how ts was derived (docs/classify.md)"),
+    ("provider", S, "provider of the landing folder"),
+    ("cluster", S, "cluster of the landing folder"),
+    ("node", S, "host the line names, else the file's node"),
+    ("gpu_pci", S, "GPU PCI address, normalized 0000:3b:00 (domain:bus:device)"),
+    ("gpu_uuid", S, "GPU UUID the line names"),
+    ("gpu_serial", S, "GPU board serial the line names"),
+    ("job_id", S, "job the line belongs to (job output) or names"),
+    ("rank", I32, "global rank the line names"),
+    ("family", S, "source family: nvrm, nvswitch, nic, pcie, host, storage, thermal, nccl, pytorch, cuda, slurm, boot"),
+    ("xid", I32, "NVIDIA Xid code"),
+    ("sxid", I32, "NVSwitch SXid code"),
+    ("nccl_status", S, "NCCL result name (ncclSystemError, ...)"),
+    ("category", S, "taxonomy category (docs/taxonomy.md)"),
+    ("domain", S, "taxonomy domain of the category"),
+    ("severity", S, "info, warning, error, critical"),
+    ("action", S, "taxonomy action"),
+    ("rule_id", S, "rule (or model) that decided the category"),
+    ("template", S, "message with numbers, addresses and ids masked"),
+    ("message", S, "message without its prefix (joined lines newline-separated)"),
+    ("raw", S, "the physical line(s) as read"),
+)
+_QUARANTINE = _cols(
+    ("source", S, "file path, relative to the landing folder"),
+    ("line_no", I64, "the line, or null when the problem is the file"),
+    ("reason", S, "short machine-readable reason"),
+    ("detail", S, "human-readable explanation"),
+    ("preview", S, "first bytes of the line, escaped"),
+)
+_AUDIT = _cols(
+    ("source", S, "file path, relative to the landing folder"),
+    ("kind", S, "kernel, job, sacct, slurmctld, flight_recorder, boot"),
+    ("bytes", I64, "bytes on disk"),
+    ("bytes_read", I64, "decompressed bytes read"),
+    ("checksum", S, "sha256 of the file as stored"),
+    ("lines_read", I64, "physical lines (records for sacct and flight-recorder files)"),
+    ("events", I64, "events written (an event may span several lines)"),
+    ("event_lines", I64, "physical lines inside events"),
+    ("benign", I64, "lines that are not events"),
+    ("quarantined", I64, "lines that could not be used; lines_read = event_lines + benign + quarantined"),
+    ("format", S, "dominant prefix format detected"),
+    ("message", S, "what could not be read, if anything"),
+)
+_SACCT_JOB = _cols(
+    ("job_id", S, "text exactly as in sacct (12345, 12345_7, 12345+0)"),
+    ("array_job_id", S, "array job of an array task"),
+    ("array_task_id", I64, "task index of an array task"),
+    ("het_job_id", S, "heterogeneous job of a component"),
+    ("het_job_offset", I64, "component offset of a heterogeneous job"),
+    ("job_name", S, "JobName"),
+    ("user", S, "User"),
+    ("partition", S, "Partition"),
+    ("nodelist", S, "NodeList as printed (compressed)"),
+    ("nodes", LS, "NodeList expanded"),
+    ("n_nodes", I64, "NNodes"),
+    ("gpus", I64, "GPUs allocated (AllocTRES gres/gpu)"),
+    ("submit", UTC_TS, "Submit, UTC"),
+    ("start", UTC_TS, "Start, UTC"),
+    ("end", UTC_TS, "End, UTC"),
+    ("elapsed_s", I64, "Elapsed, seconds"),
+    ("state", S, "first word of State, upper-cased"),
+    ("cancelled_by", S, "uid of CANCELLED by N"),
+    ("exit_code", I64, "exit code of ExitCode"),
+    ("signal", I64, "signal of ExitCode"),
+    ("reason", S, "Reason"),
+    ("source", S, "sacct file, relative to the landing folder"),
+    ("line_no", I64, "line of the row"),
+)
+_SACCT_STEP = _cols(
+    ("job_id", S, "the step's job"),
+    ("step", S, "batch, extern, 0, 1, ..."),
+    ("state", S, "first word of State, upper-cased"),
+    ("exit_code", I64, "exit code of ExitCode"),
+    ("signal", I64, "signal of ExitCode"),
+    ("start", UTC_TS, "Start, UTC"),
+    ("end", UTC_TS, "End, UTC"),
+    ("nodelist", S, "NodeList as printed"),
+    ("source", S, "sacct file, relative to the landing folder"),
+    ("line_no", I64, "line of the row"),
+)
+_FLIGHT_SUMMARY = _cols(
+    ("rank", I64, "rank of the dump"),
+    ("pg_id", S, "process group summarized (the default group)"),
+    ("last_enqueued", I64, "sequence number of the last collective enqueued"),
+    ("last_started", I64, "... started"),
+    ("last_completed", I64, "... completed"),
+    ("last_entry_seq", I64, "sequence number of the dump's last entry"),
+    ("last_entry_name", S, "its collective (nccl:all_reduce, ...)"),
+    ("last_entry_state", S, "its state (scheduled, started, completed)"),
+    ("n_entries", I64, "entries in the dump"),
+)
+_PARTITION = _cols(
+    ("provider", S, "partition: provider"),
+    ("cluster", S, "partition: cluster"),
+    ("date", D, "partition: the landing day"),
 )
 
-QUARANTINE = pl.Schema(
-    {
-        "source": pl.String,
-        "line_no": pl.Int64,  # null when the problem is the file, not a line
-        "reason": pl.String,  # short machine-readable reason
-        "detail": pl.String,  # human-readable explanation
-        "preview": pl.String,  # first bytes of the line, escaped
-    }
-)
 
-AUDIT = pl.Schema(
-    {
-        "source": pl.String,
-        "kind": pl.String,  # kernel | job | sacct | slurmctld | flight_recorder | boot
-        "bytes": pl.Int64,  # bytes on disk
-        "bytes_read": pl.Int64,  # decompressed bytes read
-        "checksum": pl.String,  # sha256 of the file as stored
-        "lines_read": pl.Int64,
-        "events": pl.Int64,  # events written (an event may span several lines)
-        "event_lines": pl.Int64,  # physical lines inside events
-        "benign": pl.Int64,
-        "quarantined": pl.Int64,
-        "format": pl.String,  # dominant prefix format detected
-        "message": pl.String,  # what could not be read, if anything
-    }
-)
+def _lake(name: str, row: str, layer: str, sort: tuple[str, ...], *groups) -> Table:
+    cols: dict[str, tuple[str, pl.DataType, str]] = {}
+    for group in (*groups, _PARTITION):
+        for c in group:
+            cols[c[0]] = c
+    return Table(name, row, tuple(cols.values()), layer, sort=sort)
 
-# --------------------------------------------------------------------------- parsed inputs
-#: ``sacct -P`` job allocations and steps as ``ingest.sacct`` returns them
-SACCT_JOBS = pl.Schema(
-    {
-        "job_id": pl.String,
-        "array_job_id": pl.String,
-        "array_task_id": pl.Int64,
-        "het_job_id": pl.String,
-        "het_job_offset": pl.Int64,
-        "job_name": pl.String,
-        "user": pl.String,
-        "partition": pl.String,
-        "nodelist": pl.String,
-        "nodes": pl.List(pl.String),
-        "n_nodes": pl.Int64,
-        "gpus": pl.Int64,
-        "submit": UTC_TS,
-        "start": UTC_TS,
-        "end": UTC_TS,
-        "elapsed_s": pl.Int64,
-        "state": pl.String,
-        "cancelled_by": pl.String,
-        "exit_code": pl.Int64,
-        "signal": pl.Int64,
-        "reason": pl.String,
-        "source": pl.String,
-        "line_no": pl.Int64,
-    }
-)
-
-SACCT_STEPS = pl.Schema(
-    {
-        "job_id": pl.String,
-        "step": pl.String,
-        "state": pl.String,
-        "exit_code": pl.Int64,
-        "signal": pl.Int64,
-        "start": UTC_TS,
-        "end": UTC_TS,
-        "nodelist": pl.String,
-        "source": pl.String,
-        "line_no": pl.Int64,
-    }
-)
-
-#: one rank's PyTorch flight-recorder dump, summarized (``ingest.flight_recorder``)
-FLIGHT_SUMMARY = pl.Schema(
-    {
-        "rank": pl.Int64,
-        "pg_id": pl.String,
-        "last_enqueued": pl.Int64,
-        "last_started": pl.Int64,
-        "last_completed": pl.Int64,
-        "last_entry_seq": pl.Int64,
-        "last_entry_name": pl.String,
-        "last_entry_state": pl.String,
-        "n_entries": pl.Int64,
-    }
-)
 
 # --------------------------------------------------------------------------- lake tables
-#: Every lake table carries the partition columns ``provider``, ``cluster`` and ``date``; the
-#: lake keeps them in the hive path (``provider=.../cluster=.../date=...``), not in the files.
-#: In ``ingest_audit``, sacct and flight-recorder files count records, not log lines, so
-#: ``lines_read = event_lines + benign + quarantined`` holds for every file.
-
-PARTITION = pl.Schema({"provider": pl.String, "cluster": pl.String, "date": pl.Date})
-
-
-def _with_partition(*parts: pl.Schema | dict) -> pl.Schema:
-    cols: dict = {}
-    for p in parts:
-        cols.update(p)
-    cols.update(PARTITION)
-    return pl.Schema(cols)
-
-
-RAW_JOBS = _with_partition(SACCT_JOBS)
-STEPS = _with_partition(SACCT_STEPS)
-JOBS = _with_partition(
-    SACCT_JOBS,
-    {
-        "n_steps": pl.Int64,
-        "failed_steps": pl.Int64,  # steps that did not end COMPLETED
-        "fr_ranks": pl.Int64,  # flight-recorder dumps read for the job
-        "fr_suspect_rank": pl.Int64,  # rank whose collectives lag the others (flight recorder)
-        "fr_suspect_reason": pl.String,
-    },
+#: Every lake table carries the partition columns provider, cluster and date; the lake keeps
+#: them in the hive path (provider=.../cluster=.../date=...), not in the files.
+LAKE_TABLES = (
+    _lake("raw_kernel_events", "event of a kernel or controller log, as parsed", "raw", ("source", "line_no"), _EVENT),
+    _lake("raw_job_events", "event of a job's output, as parsed", "raw", ("source", "line_no"), _EVENT),
+    _lake("raw_slurm_jobs", "Slurm allocation, as sacct printed it", "raw", ("source", "line_no"), _SACCT_JOB),
+    _lake("steps", "job step (.batch, .extern, .0)", "raw", ("source", "line_no"), _SACCT_STEP),
+    _lake(
+        "flight_recorder",
+        "rank's PyTorch flight-recorder dump, summarized",
+        "raw",
+        ("job_id", "rank", "source"),
+        _cols(("job_id", S, "the dump's job"), ("source", S, "dump file, relative to the landing folder")),
+        _FLIGHT_SUMMARY,
+        _cols(
+            ("suspect_rank", I64, "the job's rank whose collectives lag the others (every row of the job)"),
+            ("suspect_reason", S, "why that rank"),
+        ),
+    ),
+    _lake("ingest_audit", "landing file read", "raw", ("source",), _AUDIT),
+    _lake("quarantine", "line or file that could not be used", "raw", ("source", "line_no", "reason"), _QUARANTINE),
+    _lake(
+        "events",
+        "classified event of every source (a multi-line message is one event)",
+        "core",
+        ("ts", "source", "line_no"),
+        _EVENT,
+    ),
+    _lake(
+        "jobs",
+        "Slurm allocation with its steps and flight-recorder verdict folded in",
+        "core",
+        ("source", "line_no"),
+        _SACCT_JOB,
+        _cols(
+            ("n_steps", I64, "steps of the job"),
+            ("failed_steps", I64, "steps that did not end COMPLETED"),
+            ("fr_ranks", I64, "flight-recorder dumps read for the job"),
+            ("fr_suspect_rank", I64, "rank whose collectives lag the others (flight recorder)"),
+            ("fr_suspect_reason", S, "why that rank"),
+        ),
+    ),
+    _lake(
+        "inventory",
+        "node, per landing day (a daily snapshot of inventory.csv)",
+        "core",
+        ("node",),
+        _cols(
+            ("rack", S, "rack"),
+            ("node", S, "node"),
+            ("gpus", I64, "GPUs in the node"),
+            ("gpu_model", S, "GPU model"),
+            ("leaf_switch", S, "leaf (top-of-rack) switch"),
+            ("in_service_from", D, "first day in service"),
+            ("in_service_to", D, "last day in service"),
+        ),
+    ),
 )
-FLIGHT = _with_partition(
-    {"job_id": pl.String, "source": pl.String},
-    FLIGHT_SUMMARY,
-    {
-        "suspect_rank": pl.Int64,  # the job's suspect (same on every row of the job)
-        "suspect_reason": pl.String,
-    },
+
+# --------------------------------------------------------------------------- analytics tables
+_RATE = _cols(
+    ("rate_per_1k", F64, "failures per 1,000 node-days"),
+    ("ci_low", F64, "exact Poisson 95% interval, low"),
+    ("ci_high", F64, "exact Poisson 95% interval, high"),
 )
-INVENTORY = _with_partition(
-    {
-        "rack": pl.String,
-        "node": pl.String,
-        "gpus": pl.Int64,
-        "gpu_model": pl.String,
-        "leaf_switch": pl.String,
-        "in_service_from": pl.Date,
-        "in_service_to": pl.Date,
-    }
+ANALYTICS_TABLES = (
+    Table(
+        "incidents",
+        "node incident: a node's events of one category coalesced in time",
+        _cols(
+            ("incident_id", S, "stable id"),
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("leaf_switch", S, ""),
+            ("node", S, ""),
+            ("gpu_pci", S, "the GPU, when one GPU is named"),
+            ("category", S, "taxonomy category"),
+            ("domain", S, "taxonomy domain"),
+            ("severity", S, "highest severity of its events"),
+            ("action", S, "taxonomy action"),
+            ("first_ts", UTC_TS, "first event"),
+            ("last_ts", UTC_TS, "last event"),
+            ("n_events", I64, "events coalesced"),
+            ("n_bursts", I64, "bursts (events close together) coalesced"),
+            ("gpus", LS, "GPUs named"),
+            ("xids", LI, "Xid codes seen"),
+            ("sxids", LI, "SXid codes seen"),
+            ("rule_ids", LS, "rules that matched"),
+            ("first_event_id", S, "the deciding event"),
+            ("sample", S, "the deciding line"),
+            ("rack_incident_id", S, "set when several nodes of a rack or leaf switch share it"),
+            ("rack_nodes", I64, "nodes that share that rack incident"),
+        ),
+        "analytics",
+        key=("incident_id",),
+    ),
+    Table(
+        "job_failures",
+        "job that did not complete, with its root cause and culprit",
+        _cols(
+            ("job_id", S, "text, exactly as in sacct (12345, 12345_7, 12345+0)"),
+            ("provider", S, "from the landing folder"),
+            ("cluster", S, "from the landing folder"),
+            ("job_name", S, "from sacct"),
+            ("user", S, "from sacct"),
+            ("state", S, "from sacct"),
+            ("started", UTC_TS, "UTC"),
+            ("ended", UTC_TS, "UTC"),
+            ("nodes", I64, "allocation size"),
+            ("gpus", I64, "allocation size"),
+            ("gpu_hours_lost", F64, "elapsed hours x GPUs"),
+            ("root_cause", S, "taxonomy category"),
+            ("domain", S, "hardware, software, user, symptom, unknown"),
+            ("culprit_node", S, "the node at fault, or null"),
+            ("culprit_gpu", S, "the GPU (PCI address) at fault, or null"),
+            ("confidence", F64, "0-1"),
+            ("evidence", S, "the deciding line with its time and node, and how many watchdog lines followed"),
+            ("action", S, "taxonomy action"),
+            (
+                "decided_by",
+                S,
+                "`node:<rule>`, `job:<rule>`, `<rule>+missing_rank`, `+flight_recorder`, `state:<STATE>`",
+            ),
+            ("node_list", S, "the compressed node list"),
+        ),
+        "analytics",
+        key=("provider", "cluster", "job_id"),
+        public=True,
+    ),
+    Table(
+        "node_health",
+        "node",
+        _cols(
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("node", S, ""),
+            ("node_days", F64, "calendar node-days in service and covered by the landing folder"),
+            ("gpus", I64, "GPUs in the node"),
+            ("first_day", D, "first covered day"),
+            ("last_day", D, "last covered day"),
+            ("incidents", I64, "serious (error, critical) hardware and driver incidents"),
+            ("top_category", S, "most frequent incident category"),
+            ("last_incident", UTC_TS, "last serious incident"),
+            ("interruptions", I64, "failed jobs the node interrupted without a serious incident"),
+            ("failed_jobs", I64, "failed jobs blamed on the node"),
+            ("gpu_hours_lost", F64, "GPU-hours of those jobs"),
+            ("failures", I64, "incidents + interruptions"),
+            *_RATE,
+        ),
+        "analytics",
+        key=("provider", "cluster", "node"),
+    ),
+    Table(
+        "rack_health",
+        "rack",
+        _cols(
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("node_days", F64, "node-days of its nodes"),
+            ("incidents", I64, "serious incidents of its nodes"),
+            ("interruptions", I64, "interruptions of its nodes"),
+            ("failures", I64, "incidents + interruptions"),
+            ("failed_jobs", I64, "failed jobs blamed on its nodes"),
+            ("gpu_hours_lost", F64, "GPU-hours of those jobs"),
+            ("n_nodes", I64, "nodes"),
+            ("gpu_hours", F64, "GPU-hours in service"),
+            *_RATE,
+        ),
+        "analytics",
+        key=("provider", "cluster", "rack"),
+    ),
+    Table(
+        "provider_scoreboard",
+        "provider or cluster (level)",
+        _cols(
+            ("level", S, "provider or cluster"),
+            ("provider", S, ""),
+            ("cluster", S, "null on provider rows"),
+            ("n_nodes", I64, "nodes"),
+            ("node_days", F64, "node-days in service"),
+            ("gpu_hours", F64, "GPU-hours in service"),
+            ("incidents", I64, "serious incidents"),
+            ("interruptions", I64, "interruptions"),
+            ("failures", I64, "incidents + interruptions"),
+            *_RATE,
+            ("failed_jobs_all", I64, "every failed job"),
+            ("infra_failed_jobs", I64, "failed jobs with a hardware or software root cause"),
+            ("infra_gpu_hours_lost", F64, "GPU-hours of those jobs"),
+            ("infra_gpu_hours_lost_per_1k_gpu_hours", F64, "the same per 1,000 GPU-hours in service"),
+            ("mttf_hours_1024_gpus", F64, "mean hours between failures of a 1,024-GPU job at this rate"),
+        ),
+        "analytics",
+        key=("level", "provider", "cluster"),
+    ),
+    Table(
+        "failure_causes",
+        "provider x root cause",
+        _cols(
+            ("provider", S, ""),
+            ("root_cause", S, "taxonomy category"),
+            ("domain", S, "taxonomy domain"),
+            ("failed_jobs", I64, "failed jobs"),
+            ("gpu_hours_lost", F64, "their GPU-hours"),
+            ("share", F64, "share of the provider's failed jobs"),
+            ("gpu_hours_share", F64, "share of the provider's GPU-hours lost"),
+        ),
+        "analytics",
+        key=("provider", "root_cause"),
+    ),
+    Table(
+        "provider_comparison",
+        "pair of providers (or of clusters)",
+        _cols(
+            ("level", S, "provider or cluster"),
+            ("a", S, "first of the pair"),
+            ("b", S, "second of the pair"),
+            ("rate_a_per_1k", F64, "a's failures per 1,000 node-days"),
+            ("rate_b_per_1k", F64, "b's"),
+            ("ratio", F64, "a's rate over b's"),
+            ("ci_low", F64, "95% interval of the ratio, low"),
+            ("ci_high", F64, "95% interval of the ratio, high"),
+            ("distinguishable", B, "the interval excludes 1"),
+            ("more_node_days_needed", F64, "node-days more that would tell them apart at this ratio"),
+            ("statement", S, "the comparison in words"),
+        ),
+        "analytics",
+        key=("level", "a", "b"),
+    ),
+    Table(
+        "lemon_nodes",
+        "node flagged as a lemon",
+        _cols(
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("node", S, ""),
+            ("node_days", F64, "node-days"),
+            ("incidents", I64, "serious incidents"),
+            ("expected", F64, "incidents expected from its cluster's baseline (rate flags)"),
+            ("p_value", F64, "the flag's test, Benjamini-Hochberg corrected"),
+            ("top_category", S, "most frequent incident category"),
+            ("failed_jobs", I64, "failed jobs blamed on it"),
+            ("gpu_hours_lost", F64, "their GPU-hours"),
+            ("evidence_kind", S, "rate, repeat_signature, repeat_user_xid, repeat_gpu_fault"),
+            ("reason", S, "the flag in words"),
+            ("action", S, "taxonomy action"),
+        ),
+        "analytics",
+        key=("provider", "cluster", "node", "evidence_kind"),
+    ),
+    Table(
+        "rack_hotspots",
+        "rack flagged as sharing a fault",
+        _cols(
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("n_nodes", I64, "nodes"),
+            ("node_days", F64, "node-days"),
+            ("incidents", I64, "serious incidents of its nodes"),
+            ("expected", F64, "incidents expected from its cluster's rate"),
+            ("p_value", F64, "excess test"),
+            ("correlated_incidents", I64, "incidents several of its nodes shared within minutes"),
+            ("correlated_category", S, "their category"),
+            ("max_nodes_together", I64, "most nodes in one shared incident"),
+            ("reason", S, "the flag in words"),
+            ("action", S, "taxonomy action"),
+        ),
+        "analytics",
+        key=("provider", "cluster", "rack"),
+    ),
+    Table(
+        "unknown_signatures",
+        "signature (template group) of lines the rules could not name",
+        _cols(
+            ("signature_id", S, "stable id"),
+            ("template", S, "representative template"),
+            ("example", S, "an example message"),
+            ("count", I64, "events"),
+            ("n_templates", I64, "templates merged"),
+            ("templates", LS, "those templates"),
+            ("n_nodes", I64, "nodes it was seen on"),
+            ("nodes", LS, "those nodes"),
+            ("families", LS, "source families"),
+            ("first_seen", UTC_TS, ""),
+            ("last_seen", UTC_TS, ""),
+            ("predicted_category", S, "the learned model's category"),
+            ("confidence", F64, "the model's probability"),
+            ("resolved_by_model", B, "confidence above the model's threshold"),
+        ),
+        "analytics",
+        key=("signature_id",),
+    ),
+    Table(
+        "node_profiles",
+        "node with incidents, and the failure profile it shares with others",
+        _cols(
+            ("provider", S, ""),
+            ("cluster", S, ""),
+            ("rack", S, ""),
+            ("node", S, ""),
+            ("n_incidents", I64, "incidents"),
+            ("top_category", S, "most frequent category"),
+            ("top_share", F64, "its share"),
+            ("profile_cluster", I32, "profile group"),
+            ("cluster_size", I64, "nodes in the group"),
+            ("dominant_categories", LS, "the group's main categories"),
+            ("rate_per_1k", F64, "the node's failures per 1,000 node-days"),
+        ),
+        "analytics",
+        key=("provider", "cluster", "node"),
+    ),
 )
 
-#: lake table -> schema; the DuckDB warehouse has one view per table
-TABLES: dict[str, pl.Schema] = {
-    "raw_kernel_events": _with_partition(EVENTS),
-    "raw_job_events": _with_partition(EVENTS),
-    "raw_slurm_jobs": RAW_JOBS,
-    "steps": STEPS,
-    "flight_recorder": FLIGHT,
-    "ingest_audit": _with_partition(AUDIT),
-    "quarantine": _with_partition(QUARANTINE),
-    "events": _with_partition(EVENTS),
-    "jobs": JOBS,
-    "inventory": INVENTORY,
-}
+#: ``faultline classify``: one JSON object per input line, in input order
+CLASSIFY_JSONL = Table(
+    "classify",
+    "physical input line (faultline classify, JSON Lines)",
+    _cols(
+        ("source", S, "the file name as given (- for stdin)"),
+        ("line_no", I64, "1-based physical line number"),
+        ("family", S, "source family, or the file's kind when no rule matched"),
+        ("category", S, "taxonomy category; quarantined for a line that could not be read"),
+        ("severity", S, "info, warning, error, critical"),
+        ("action", S, "taxonomy action"),
+        ("xid", I32, "NVIDIA Xid code"),
+        ("sxid", I32, "NVSwitch SXid code"),
+        ("node", S, "host the line names"),
+        ("gpu_pci", S, "GPU PCI address, normalized 0000:3b:00"),
+        ("job_id", S, "the job the line names"),
+        ("rank", I32, "the rank the line names"),
+        ("rule_id", S, "the rule that decided (error_words for an unmatched error-looking line)"),
+        ("ts", S, "ISO-8601 UTC (2026-11-24T03:14:08.000000Z)"),
+        ("ts_source", S, "how ts was derived"),
+    ),
+    "output",
+    public=True,
+)
 
-#: sort keys that make every table's row order (and so its file) deterministic
-SORT_KEYS: dict[str, list[str]] = {
-    "raw_kernel_events": ["source", "line_no"],
-    "raw_job_events": ["source", "line_no"],
-    "events": ["ts", "source", "line_no"],
-    "raw_slurm_jobs": ["source", "line_no"],
-    "jobs": ["source", "line_no"],
-    "steps": ["source", "line_no"],
-    "flight_recorder": ["job_id", "rank", "source"],
-    "ingest_audit": ["source"],
-    "quarantine": ["source", "line_no", "reason"],
-    "inventory": ["node"],
-}
+# --------------------------------------------------------------------------- what code imports
+EVENTS = pl.Schema({c: t for c, t, _ in _EVENT})
+QUARANTINE = pl.Schema({c: t for c, t, _ in _QUARANTINE})
+AUDIT = pl.Schema({c: t for c, t, _ in _AUDIT})
+SACCT_JOBS = pl.Schema({c: t for c, t, _ in _SACCT_JOB})
+SACCT_STEPS = pl.Schema({c: t for c, t, _ in _SACCT_STEP})
+FLIGHT_SUMMARY = pl.Schema({c: t for c, t, _ in _FLIGHT_SUMMARY})
+PARTITION = pl.Schema({c: t for c, t, _ in _PARTITION})
+
+#: lake table -> schema; the DuckDB view file has one view per table
+TABLES: dict[str, pl.Schema] = {t.name: t.schema for t in LAKE_TABLES}
+#: sort keys that make every lake table's row order (and so its file) deterministic
+SORT_KEYS: dict[str, list[str]] = {t.name: list(t.sort) for t in LAKE_TABLES}
+RAW_JOBS, STEPS, FLIGHT, JOBS = (TABLES[n] for n in ("raw_slurm_jobs", "steps", "flight_recorder", "jobs"))
+#: analytics table -> schema (``<warehouse>/analytics/<name>.parquet``)
+ANALYTICS: dict[str, pl.Schema] = {t.name: t.schema for t in ANALYTICS_TABLES}
+ALL_TABLES: tuple[Table, ...] = (*LAKE_TABLES, *ANALYTICS_TABLES, CLASSIFY_JSONL)
 
 
 def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.DataFrame:
@@ -215,3 +520,53 @@ def conform(df: pl.DataFrame, schema: pl.Schema, *, name: str = "table") -> pl.D
     if extra:
         raise ValueError(f"{name}: unexpected columns {extra}")
     return df.select([pl.col(c).cast(t, strict=True) for c, t in schema.items()])
+
+
+def _type_name(t: pl.DataType) -> str:
+    return {
+        UTC_TS: "timestamp (UTC)",
+        S: "text",
+        I32: "int32",
+        I64: "int64",
+        F64: "float64",
+        B: "bool",
+        D: "date",
+        LS: "list of text",
+        LI: "list of int32",
+    }.get(t, str(t))
+
+
+def markdown() -> str:
+    """The table catalog (``docs/tables.md``), generated from the declarations above."""
+    out = [
+        "# Tables",
+        "",
+        "Generated from `pipelines/schema.py` (`python -m faultline.schema > docs/tables.md`);",
+        "a test fails when the two differ. Public tables are contracts: their columns change only",
+        "with a new version.",
+        "",
+    ]
+    heads = {"raw": "Lake: raw", "core": "Lake: core", "analytics": "Analytics", "output": "Outputs"}
+    for layer, head in heads.items():
+        out += [f"## {head}", ""]
+        for t in (t for t in ALL_TABLES if t.layer == layer):
+            flags = [
+                f"Sorted by `{', '.join(t.sort)}`" if t.sort else "",
+                f"Key `{', '.join(t.key)}`" if t.key else "",
+                "**public contract**" if t.public else "",
+            ]
+            out += [
+                f"### `{t.name}`",
+                "",
+                f"One row per {t.row}." + "".join(f" {f}." for f in flags if f),
+                "",
+                "| column | type | meaning |",
+                "| --- | --- | --- |",
+            ]
+            out += [f"| `{c}` | {_type_name(ty)} | {m} |" for c, ty, m in t.columns]
+            out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -9,6 +9,7 @@ import polars as pl
 from ..classify.model import apply_model
 from ..classify.ruleset import load_ruleset
 from ..lake import files as lake
+from ..schema import ANALYTICS
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
 from .incidents import build_incidents
@@ -25,19 +26,7 @@ from .rates import (
 )
 from .signatures import node_failure_profiles, unknown_signatures
 
-ANALYTICS_TABLES = (
-    "incidents",
-    "job_failures",
-    "node_health",
-    "rack_health",
-    "provider_scoreboard",
-    "failure_causes",
-    "provider_comparison",
-    "lemon_nodes",
-    "rack_hotspots",
-    "unknown_signatures",
-    "node_profiles",
-)
+ANALYTICS_TABLES = tuple(ANALYTICS)
 
 
 def latest_inventory(inventory: pl.DataFrame) -> pl.DataFrame:

@@ -1,4 +1,4 @@
-"""PyTorch NCCL flight-recorder dumps (reference/log-formats.md section 5).
+"""PyTorch NCCL flight-recorder dumps (docs/landing.md).
 
 On a collective timeout every rank may dump its flight recorder: a mapping with
 ``version``, ``pg_config``, ``pg_status`` (per process group: ``last_enqueued_collective``,

@@ -1,7 +1,7 @@
 """Slurm compressed host lists: ``node-[001-004,017],gpu-b[7-8]``.
 
 ``expand_hostlist`` turns a Slurm host-list expression into the host names it stands for;
-``compress_hostlist`` is its inverse (used by the simulator and in reports).
+``compress_hostlist`` is its inverse (used by the simulator).
 
 Rules (the subset of Slurm's ``hostlist`` grammar seen in ``sacct``/``scontrol`` output):
 

@@ -11,27 +11,12 @@ import sys
 import polars as pl
 
 from ..classify.ruleset import load_ruleset
+from ..schema import CLASSIFY_JSONL
 from . import reader
 from .parse import ParseResult, SourceContext, parse_file, parse_stream
 
-# The public contract of ``faultline classify`` (README: "classify output").
-OUTPUT_FIELDS = [
-    "source",
-    "line_no",
-    "family",
-    "category",
-    "severity",
-    "action",
-    "xid",
-    "sxid",
-    "node",
-    "gpu_pci",
-    "job_id",
-    "rank",
-    "rule_id",
-    "ts",
-    "ts_source",
-]
+#: the public contract of ``faultline classify`` (``schema.CLASSIFY_JSONL``)
+OUTPUT_FIELDS = CLASSIFY_JSONL.schema.names()
 
 
 def classify_path(

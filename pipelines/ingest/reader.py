@@ -52,9 +52,6 @@ class Block:
     first_line_no: int = 1
     head_overlong: int = 0  # > 0: head is only a preview of a line this long
 
-    def has(self, byte: bytes) -> bool:
-        return byte in self.head or byte in self.body
-
     def isascii(self) -> bool:
         return self.head.isascii() and self.body.isascii()
 

@@ -1,4 +1,4 @@
-"""Parse ``sacct -P`` accounting output (see reference/log-formats.md section 6).
+"""Parse ``sacct -P`` accounting output (docs/landing.md).
 
 Input: the bytes of ``slurm/sacct.txt`` in a landing day folder: a header line naming the
 columns, then one ``|``-separated row per job allocation and per job step::

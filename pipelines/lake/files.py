@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..schema import PARTITION, SORT_KEYS, TABLES, conform
+from ..schema import ANALYTICS, PARTITION, SORT_KEYS, TABLES, conform
 from . import storage
 from .storage import ObjectPath
 
@@ -246,7 +246,8 @@ def analytics_root(warehouse: str | os.PathLike) -> Path | ObjectPath:
 
 
 def write_analytics(warehouse: str | os.PathLike, name: str, df: pl.DataFrame) -> Path:
-    return atomic_write(analytics_root(warehouse) / f"{name}.parquet", df)
+    """One analytics table, in its declared schema (``schema.ANALYTICS``)."""
+    return atomic_write(analytics_root(warehouse) / f"{name}.parquet", conform(df, ANALYTICS[name], name=name))
 
 
 def analytics_present(warehouse: str | os.PathLike) -> list[str]:

@@ -58,8 +58,3 @@ def kernel_line(convention: str) -> pl.Expr:
 
 def needs_mono(convention: str) -> bool:
     return convention in ("syslog_mono", "dmesg_raw")
-
-
-def iso_utc(us: pl.Expr) -> pl.Expr:
-    """ISO-8601 UTC with microseconds, as in the .boot files."""
-    return us.cast(pl.Datetime("us")).dt.strftime("%Y-%m-%dT%H:%M:%S%.6f+00:00")

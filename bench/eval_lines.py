@@ -1,0 +1,74 @@
+"""Score ``faultline classify`` on the real-line corpus (``models/corpus/``): dev and reserved.
+
+    python bench/eval_lines.py [--split dev|reserved|both] [--misses N] [--json]
+
+Prints detection (failure vs benign), category accuracy over failure lines, per-category
+precision and recall, Xid/SXid extraction and the unknown share. ``--misses N`` lists up to N
+wrong lines of the dev split (never of the reserved one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from faultline.classify import corpus
+
+
+def _table(name: str, s: dict) -> str:
+    rows = [
+        f"## {name}: {s['lines']} lines ({s['failure_lines']} failure, {s['benign_lines']} benign), "
+        f"{s['context_lines']} context lines",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+        f"| detection (failure vs benign) | {s['detection']} |",
+        f"| category, failure lines | {s['category']} |",
+        f"| category, all lines | {s['category_all']} |",
+        f"| false alarms (benign called a failure) | {s['false_alarms']} |",
+        f"| missed (failure called benign) | {s['missed']} |",
+        f"| unknown share of failure lines | {s['unknown_share']} |",
+        f"| Xid/SXid extraction ({s['coded_lines']} coded lines) | {s['codes']} |",
+        f"| codes on lines that carry none | {s['stray_codes']} |",
+        f"| category, context lines | {s['context_category']} |",
+        "",
+        "| category | lines | precision | recall |",
+        "| --- | --- | --- | --- |",
+    ]
+    rows += [f"| {c} | {v['n']} | {v['precision']} | {v['recall']} |" for c, v in s["per_category"].items()]
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--split", choices=["dev", "reserved", "both"], default="both")
+    ap.add_argument("--misses", type=int, default=0, help="list up to N wrong dev lines")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    splits = ["dev", "reserved"] if args.split == "both" else [args.split]
+    results = {}
+    for split in splits:
+        t0 = time.perf_counter()
+        scored = corpus.classify_excerpts(corpus.load(split))
+        results[split] = corpus.score(scored)
+        results[split]["seconds"] = round(time.perf_counter() - t0, 2)
+        if split == "dev" and args.misses:
+            wrong = [r for r in scored if r["pred"]["category"] != r["category"]]
+            for r in wrong[: args.misses]:
+                print(f"{r['category']:>18} <- {r['pred']['category']:<18} {r['pred']['rule_id'] or '-':<28} "
+                      f"{'ctx ' if r['context'] else ''}{r['text'][:150]}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        for split, s in results.items():
+            print(_table(split, s) + "\n")
+        for split, s in results.items():   # one greppable line per split
+            print(f"eval_lines {split}: detection={s['detection']} category={s['category']} "
+                  f"codes={s['codes']} unknown={s['unknown_share']} lines={s['lines']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

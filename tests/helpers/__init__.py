@@ -1,0 +1,1 @@
+"""Builders shared by the tests (imported, never collected)."""
