@@ -57,16 +57,21 @@ def main(argv: list[str] | None = None) -> int:
         if split == "dev" and args.misses:
             wrong = [r for r in scored if r["pred"]["category"] != r["category"]]
             for r in wrong[: args.misses]:
-                print(f"{r['category']:>18} <- {r['pred']['category']:<18} {r['pred']['rule_id'] or '-':<28} "
-                      f"{'ctx ' if r['context'] else ''}{r['text'][:150]}", file=sys.stderr)
+                print(
+                    f"{r['category']:>18} <- {r['pred']['category']:<18} {r['pred']['rule_id'] or '-':<28} "
+                    f"{'ctx ' if r['context'] else ''}{r['text'][:150]}",
+                    file=sys.stderr,
+                )
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         for split, s in results.items():
             print(_table(split, s) + "\n")
-        for split, s in results.items():   # one greppable line per split
-            print(f"eval_lines {split}: detection={s['detection']} category={s['category']} "
-                  f"codes={s['codes']} unknown={s['unknown_share']} lines={s['lines']}")
+        for split, s in results.items():  # one greppable line per split
+            print(
+                f"eval_lines {split}: detection={s['detection']} category={s['category']} "
+                f"codes={s['codes']} unknown={s['unknown_share']} lines={s['lines']}"
+            )
     return 0
 
 
