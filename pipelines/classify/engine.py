@@ -54,8 +54,20 @@ def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
     (null: caller's default), ``category``, ``severity``, ``action``, ``rule_id``,
     ``continues``, ``keep`` and the named groups of the rules.
     """
+    frame = pl.DataFrame({"msg": msgs.cast(pl.String)})
+    uniq = frame.unique("msg", maintain_order=True)
+    if uniq.height == frame.height:
+        return _classify_distinct(frame["msg"], rs)
+    # a verdict depends on the message alone: floods repeat few messages many times
+    res = _classify_distinct(uniq["msg"], rs).with_columns(_msg=uniq["msg"])
+    return frame.join(res, left_on="msg", right_on="_msg", how="left", maintain_order="left", nulls_equal=True).drop(
+        "msg"
+    )
+
+
+def _classify_distinct(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
     n = len(msgs)
-    base = pl.DataFrame({"msg": msgs.cast(pl.String)}).with_row_index("_row")
+    base = pl.DataFrame({"msg": msgs}).with_row_index("_row")
     cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
     out = _classify_candidates(cand, rs)
     full = base.select("_row").join(out, on="_row", how="left").sort("_row")

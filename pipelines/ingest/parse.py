@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
@@ -205,14 +206,31 @@ def _fast_candidates(
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     if len(ends) and int((ends - starts).max()) > reader.MAX_LINE_BYTES:
         return None
-    idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals).tolist()
+    idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals)
     head = block.head[:-1] if block.head.endswith(b"\n") else block.head
-    raw = [head.decode("ascii")] + [bytes(rest[starts[i] : ends[i]]).decode("ascii") for i in idx]
-    line_no = [block.first_line_no] + [block.first_line_no + 1 + i for i in idx]
-    cand = pl.DataFrame(
-        {"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
-    ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+    raw = pl.concat([pl.Series("raw", [head.decode("ascii")], pl.String), _gather_lines(rest, starts, ends, idx)])
+    line_no = np.concatenate([[block.first_line_no], block.first_line_no + 1 + idx.astype(np.int64)])
+    cand = pl.DataFrame({"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": raw}).with_columns(
+        _long=pl.lit(False), _garbage=pl.lit(False)
+    )
     return 1 + len(ends), cand.filter(_candidate_expr(ctx, rs, fmt))
+
+
+def _gather_lines(buf: memoryview, starts: np.ndarray, ends: np.ndarray, idx: np.ndarray) -> pl.Series:
+    """Lines ``idx`` of ``buf`` (ASCII, each ending in a newline at ``ends``) as fresh strings,
+    without a Python loop: an Arrow view of every line, gathered, newline stripped."""
+    if not len(idx):
+        return pl.Series("raw", [], pl.String)
+    offsets = np.concatenate([starts, [int(ends[-1]) + 1]]).astype(np.int64)
+    every = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(buf))
+    picked = every.take(pa.array(idx, type=pa.int64()))
+    return pl.Series("raw", picked).str.strip_suffix("\n")
+
+
+def _fresh(raw: pl.Series) -> pl.Series:
+    """A copy of strings filtered out of a larger frame: a filtered view would keep every
+    buffer of the frame alive."""
+    return pl.DataFrame({"raw": raw}).select(pl.concat_str([pl.col("raw"), pl.lit("")]))["raw"]
 
 
 def _scan_block(
@@ -237,7 +255,7 @@ def _scan_block(
         )
         if not ctx.full:
             # fresh strings: a filtered string view would pin the whole block in memory
-            cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
+            cand = cand.with_columns(raw=_fresh(cand["raw"]))
     return lines.height, cand
 
 
@@ -403,7 +421,7 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
                 pl.DataFrame(
                     {
                         "line_no": c["line_no"],
-                        "raw": pl.Series("raw", c["raw"].to_list(), pl.String),
+                        "raw": _fresh(c["raw"]),
                         "_long": c["_long"],
                         "_garbage": c["_garbage"],
                     }
@@ -584,19 +602,27 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             lines = lines.with_columns(_q=pl.lit(False))
     else:
         ev = q = lines = None
+    # each frame split by file once (filtering per file would scan every frame once a file)
+    by_file = {
+        name: (frame.partition_by("_file", as_dict=True) if frame is not None else {})
+        for name, frame in (("ev", ev), ("q", q), ("lines", lines if full else None))
+    }
     out = []
     for i, s in enumerate(scans):
-        e = ev.filter(pl.col("_file") == i) if ev is not None else pl.DataFrame(schema=EVENTS)
-        qq = q.filter(pl.col("_file") == i).drop("_file") if q is not None else pl.DataFrame(schema=QUARANTINE)
+        e = by_file["ev"].get((i,), ev.clear() if ev is not None else pl.DataFrame(schema=EVENTS))
+        qq = by_file["q"].get((i,), q.clear() if q is not None else None)
+        qq = qq.drop("_file") if qq is not None else pl.DataFrame(schema=QUARANTINE)
+        n_q = qq.height
         if s.error:
             qq = pl.concat([conform(qq, QUARANTINE, name="quarantine"), _read_error_row(s.ctx, s.lines_read, s.error)])
         per_line = None
         if full and lines is not None:
-            per_line = lines.filter(pl.col("_file") == i).with_columns(
-                category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category"))
+            per_line = (
+                by_file["lines"]
+                .get((i,), lines.clear())
+                .with_columns(category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category")))
             )
         event_lines = int(e["line_count"].sum()) if e.height else 0
-        n_q = int((q["_file"] == i).sum()) if q is not None else 0
         res = ParseResult(
             conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
             conform(qq, QUARANTINE, name="quarantine"),
@@ -613,6 +639,43 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         res.benign = s.lines_read - event_lines - n_q
         out.append(res)
     return out
+
+
+TAKE_FIRST_NON_NULL = (
+    "ts",
+    "node",
+    "gpu_pci",
+    "gpu_uuid",
+    "gpu_serial",
+    "job_id",
+    "rank",
+    "xid",
+    "sxid",
+    "nccl_status",
+)
+TAKE_FIRST = (
+    "_file",
+    "_source",
+    "_provider",
+    "_cluster",
+    "family",
+    "category",
+    "severity",
+    "action",
+    "rule_id",
+    "keep",
+)
+
+
+def _templates(first_line: pl.Expr) -> pl.Expr:
+    """``mask_template`` of each event's first line, computed once per distinct line."""
+    return first_line.map_batches(_distinct_templates, return_dtype=pl.String)
+
+
+def _distinct_templates(s: pl.Series) -> pl.Series:
+    frame = pl.DataFrame({"m": s})
+    uniq = frame.unique("m", maintain_order=True).with_columns(t=mask_template(pl.col("m")))
+    return frame.join(uniq, on="m", how="left", maintain_order="left", nulls_equal=True)["t"]
 
 
 def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
@@ -700,47 +763,43 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         "_garbage",
     ]
     lines = c.select(per_line_cols)
-    # one event per group: the deciding line's fields first, then the first non-null
-    ordered = lines.sort(["_grp", "_rank", "line_no"])
-    take_first_non_null = [
-        "ts",
-        "node",
-        "gpu_pci",
-        "gpu_uuid",
-        "gpu_serial",
-        "job_id",
-        "rank",
-        "xid",
-        "sxid",
-        "nccl_status",
-    ]
-    ev = ordered.group_by("_grp", maintain_order=True).agg(
-        [pl.col(x).drop_nulls().first() for x in take_first_non_null]
-        + [
-            pl.col(x).first()
-            for x in (
-                "_file",
-                "_source",
-                "_provider",
-                "_cluster",
-                "family",
-                "category",
-                "severity",
-                "action",
-                "rule_id",
-                "keep",
-            )
-        ]
-        + [
-            pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
-            pl.col("line_no").min().alias("line_no"),
-            pl.len().cast(pl.Int32).alias("line_count"),
-        ]
+    # most events are one line: only the lines of joined groups are aggregated
+    grp = pl.col("_grp")
+    multi = lines.select((grp == grp.shift(1)) | (grp == grp.shift(-1)))[:, 0].fill_null(False)
+    many, one = lines.filter(multi), lines.filter(~multi)
+    single = one.select(
+        "_grp",
+        *TAKE_FIRST_NON_NULL,
+        *TAKE_FIRST,
+        pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_source")).alias("ts_source"),
+        "line_no",
+        pl.lit(1, pl.Int32).alias("line_count"),
+        "raw",
+        pl.col("msg").alias("message"),
     )
-    texts = lines.group_by("_grp", maintain_order=True).agg(
-        pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message")
+    # a joined event: the deciding line's fields first, then the first non-null
+    joined = (
+        many.sort(["_grp", "_rank", "line_no"])
+        .group_by("_grp", maintain_order=True)
+        .agg(
+            [pl.col(x).drop_nulls().first() for x in TAKE_FIRST_NON_NULL]
+            + [pl.col(x).first() for x in TAKE_FIRST]
+            + [
+                pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
+                pl.col("line_no").min().alias("line_no"),
+                pl.len().cast(pl.Int32).alias("line_count"),
+            ]
+        )
+        .join(
+            many.group_by("_grp", maintain_order=True).agg(
+                pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message")
+            ),
+            on="_grp",
+            how="left",
+            maintain_order="left",
+        )
     )
-    ev = ev.join(texts, on="_grp", how="left", maintain_order="left")
+    ev = pl.concat([single, joined]).sort("_grp")
     ev = ev.filter((pl.col("category") != "benign") | pl.col("keep"))
     ev = ev.with_columns(
         event_id=pl.format("{}:{}", pl.col("_source"), pl.col("line_no")),
@@ -749,11 +808,12 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         cluster=pl.col("_cluster"),
         ts_source=pl.col("ts_source").fill_null("none"),
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
-        template=mask_template(pl.col("message").str.split("\n").list.first()),
+        template=_templates(pl.col("message").str.split("\n").list.first()),
     ).drop("keep", "_source", "_provider", "_cluster")
-    # per physical line, the joined event's verdict (continuations carry it too)
+    # per physical line, the joined event's verdict (continuations carry it too); a one-line
+    # event's verdict is its line's own
     cols = ("category", "severity", "action", "family")
-    verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
+    verdict = ev.filter(pl.col("line_count") > 1).select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
     lines = (
         lines.join(verdict, on="_grp", how="left", maintain_order="left")
         .with_columns([pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols])
