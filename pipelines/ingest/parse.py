@@ -41,6 +41,26 @@ GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
 _CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
 _CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"  # and no CR (literal_scan's fast path)
+_HIGH = bytes(range(0x80, 0x100))
+_REPLACEMENT = "\ufffd".encode()
+
+
+def _clean(data: bytes, keep: bytes = _CLEAN_BYTES) -> bool:
+    """No control byte and valid UTF-8 without U+FFFD: no line of ``data`` can be garbage
+    (``GARBAGE_RE``), so the garbage check is skipped. Non-ASCII text (device names,
+    localized messages) is clean."""
+    rest = data.translate(None, keep)
+    if not rest:
+        return True
+    if rest.translate(None, _HIGH) or _REPLACEMENT in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
 KERNEL_JOIN_GAP = 3  # physical lines an NVRM/SXid continuation may trail its start by
 PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit wins
@@ -196,7 +216,7 @@ def _fast_candidates(
     ):
         return None
     if block.head.translate(None, _CLEAN_NO_CR) or block.body.translate(None, _CLEAN_NO_CR):
-        return None
+        return None  # ASCII only: Hyperscan's caseless literals fold ASCII letters alone
     body = memoryview(block.body)
     nl = block.body.find(b"\n")
     start = nl + 1 if nl >= 0 else len(body)
@@ -243,7 +263,7 @@ def _scan_block(
         if fast is not None:
             return fast
     lines = lines_frame(block) if lines is None else lines
-    dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
+    dirty = not (_clean(block.head) and _clean(block.body))
     sel = _flags(lines.lazy(), dirty, block)
     if not ctx.full:
         sel = sel.filter(_candidate_expr(ctx, rs, fmt))
@@ -334,7 +354,7 @@ def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSe
     return parse_scans(scans, rs)
 
 
-SMALL_FILE_BYTES = 512 << 10  # content of a file scanned with others (< MAX_LINE_BYTES)
+SMALL_FILE_BYTES = 8 << 20  # content of a file scanned with others (one block or less)
 SMALL_BATCH_BYTES = 32 << 20  # content scanned in one go
 
 
@@ -352,13 +372,7 @@ def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
             error = getattr(getattr(stream, "raw", None), "error", None)
     except OSError:
         return None
-    if (
-        not data
-        or len(data) > SMALL_FILE_BYTES
-        or error
-        or (bounded is not None and bounded.error)
-        or data.translate(None, _CLEAN_BYTES)
-    ):
+    if not data or len(data) > SMALL_FILE_BYTES or error or (bounded is not None and bounded.error) or not _clean(data):
         return None
     digest = hashlib.sha256(data).hexdigest()
     if b"\n" not in data and b"\r" in data:  # CR-only line ends, as the block reader reads them
@@ -401,14 +415,18 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
         return pl.lit(pl.Series(flags, dtype=pl.Boolean)).gather(pl.col("f"))
 
     r = pl.col("raw")
+    long_ = r.str.len_bytes() > reader.MAX_LINE_BYTES
     cand = (
         lines.lazy()
         .filter(
             r.str.contains(rs.prefilter)
             | (per_file([c.kind == "job" for _i, _p, c, _d, _h in small]) & r.str.contains(JOB_CONT_RE))
             | (per_file([f in ("dmesg_H", "dmesg_relative") for f in fmts]) & r.str.contains(DMESG_H_RE))
+            | long_
         )
-        .with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+        .with_columns(_long=long_, _garbage=pl.lit(False))
+        # an overlong line is quarantined with a preview: rules never see megabytes of it
+        .with_columns(raw=pl.when(pl.col("_long")).then(r.str.slice(0, reader.PREVIEW_BYTES)).otherwise(r))
         .collect()
     )
     parts = cand.partition_by("f", as_dict=True)
