@@ -91,7 +91,22 @@ def attribute_failures(
 
 
 def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    cols = ["ts", "node", "gpu_pci", "category", "domain", "severity", "action", "rule_id", "raw", "rank", "event_id"]
+    cols = [
+        "ts",
+        "node",
+        "gpu_pci",
+        "category",
+        "domain",
+        "severity",
+        "action",
+        "rule_id",
+        "raw",
+        "rank",
+        "event_id",
+        "repeats",
+    ]
+    if "repeats" not in events.columns:  # frames built before floods were collapsed
+        events = events.with_columns(repeats=pl.lit(1, pl.Int32))
     ev = events.filter(pl.col("category") != "benign")
     # a hang lasts the job's NCCL timeout (its watchdog lines say which): look back past it
     timeouts = (
@@ -208,7 +223,7 @@ def _decide(
         .first()
     )
     counts = ev.group_by(JOB_KEY).agg(
-        (pl.col("category") == "collective_timeout").sum().alias("_n_timeouts"),
+        pl.col("repeats").fill_null(1).filter(pl.col("category") == "collective_timeout").sum().alias("_n_timeouts"),
         pl.col("rank").filter(pl.col("category") == "collective_timeout").drop_nulls().unique().alias("_timeout_ranks"),
     )
     d = (

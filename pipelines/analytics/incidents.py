@@ -32,6 +32,9 @@ def _sessions(
 
 def node_events(events: pl.DataFrame) -> pl.DataFrame:
     """Kernel-side events that speak about node health (not job output, not benign noise)."""
+    for col, dtype in (("repeats", pl.Int32), ("last_ts", pl.Datetime("us", "UTC"))):
+        if col not in events.columns:  # frames built before floods were collapsed
+            events = events.with_columns(pl.lit(None, dtype).alias(col))
     return events.filter(
         pl.col("job_id").is_null()
         & pl.col("node").is_not_null()
@@ -57,8 +60,8 @@ def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame, cfg: Analytic
         pl.col("category").first(),
         pl.col("domain").first(),
         pl.col("ts").min().alias("ts"),
-        pl.col("ts").max().alias("ts_end"),
-        pl.len().alias("n_events"),
+        pl.coalesce("last_ts", "ts").max().alias("ts_end"),
+        pl.col("repeats").fill_null(1).sum().cast(pl.UInt32).alias("n_events"),
         pl.col("sev").max(),
         pl.col("action").sort_by("sev", maintain_order=True).last(),
         pl.col("event_id").first(),

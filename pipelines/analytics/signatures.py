@@ -151,9 +151,10 @@ def unknown_signatures(
         _raw=(pl.col("raw") if "raw" in ev.columns else pl.col("message") if "message" in ev.columns else pl.col("_t"))
         .str.split("\n")
         .list.first(),
+        _rep=pl.col("repeats").fill_null(1) if "repeats" in ev.columns else pl.lit(1, pl.Int32),
     ).with_row_index("_i")
 
-    per_tpl = ev.group_by("_key", "_t").agg(pl.len().alias("_n"))
+    per_tpl = ev.group_by("_key", "_t").agg(pl.col("_rep").sum().alias("_n"))
     per_key = per_tpl.group_by("_key").agg(pl.col("_n").sum()).sort(["_n", "_key"], descending=[True, False])
     keys = per_key["_key"].to_list()
     head = keys[:max_clustered_keys]
@@ -188,7 +189,7 @@ def unknown_signatures(
         .agg(pl.col("_raw").first().alias("example"))
     )
     agg = ev.group_by("_sig").agg(
-        pl.len().cast(pl.Int64).alias("count"),
+        pl.col("_rep").sum().cast(pl.Int64).alias("count"),
         pl.col("_t").n_unique().cast(pl.Int64).alias("n_templates"),
         pl.col("_node").drop_nulls().unique().sort().alias("nodes"),
         pl.col("_family").drop_nulls().unique().sort().alias("families"),

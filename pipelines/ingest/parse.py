@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
-from ..schema import EVENTS, QUARANTINE, conform
+from ..schema import EVENTS, QUARANTINE, UTC_TS, conform
 from . import literal_scan, reader
 from .prefix import derive_timestamps, split_prefix
 
@@ -592,7 +592,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     if frames:
         cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
         boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
-        ev, lines = _events_from_candidates(cand, rs, boots, last_ts)
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, collapse=not full)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
             "_file",
@@ -613,7 +613,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             n = lines.filter(~pl.col("_q")).group_by("_file", "_grp").agg(pl.len().alias("_n"))
             ev = (
                 ev.join(n, on=["_file", "_grp"], how="inner", maintain_order="left")
-                .with_columns(line_count=pl.col("_n").cast(pl.Int32))
+                .with_columns(line_count=(pl.col("_n") + pl.col("repeats") - 1).cast(pl.Int32))
                 .drop("_n")
             )
         else:
@@ -696,25 +696,87 @@ def _distinct_templates(s: pl.Series) -> pl.Series:
     return frame.join(uniq, on="m", how="left", maintain_order="left", nulls_equal=True)["t"]
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+#: a message repeated on one file's line (same rank or host label) at least this often, with
+#: no more than FLOOD_LINE_GAP lines between two repeats, is one event standing for all of them
+FLOOD_MIN = 50
+FLOOD_LINE_GAP = 2_000
+
+
+def _collapse_floods(c: pl.DataFrame) -> pl.DataFrame:
+    """Floods (an Xid 95 printed 800,000 times by one GPU) as one event per burst: the first
+    and last line of each burst stay (for the times and the evidence), the lines between go,
+    counted in ``_repeats``. Only one-line events collapse; joined messages stay whole."""
+    grp = pl.col("_grp")
+    single = ~((grp == grp.shift(1)) | (grp == grp.shift(-1))).fill_null(False)
+    eligible = single & (pl.col("category") != "benign") & ~pl.col("_long") & ~pl.col("_garbage")
+    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
+    c = c.with_columns(_fk=pl.when(eligible).then(key), _pos=pl.int_range(pl.len(), dtype=pl.Int64))
+    runs = (
+        c.lazy()
+        .filter(pl.col("_fk").is_not_null())
+        .select("_pos", "_fk", "_file", "line_no")
+        .sort("_file", "_fk", "line_no")
+        .with_columns(
+            _burst=(
+                (pl.col("_fk") != pl.col("_fk").shift(1))
+                | (pl.col("_file") != pl.col("_file").shift(1))
+                | ((pl.col("line_no") - pl.col("line_no").shift(1)) > FLOOD_LINE_GAP)
+            )
+            .fill_null(True)
+            .cum_sum()
+        )
+        .with_columns(
+            _n=pl.len().over("_burst"),
+            _first=pl.col("line_no").min().over("_burst"),
+            _last=pl.col("line_no").max().over("_burst"),
+        )
+        .filter(pl.col("_n") >= FLOOD_MIN)
+        .select(
+            "_pos",
+            _repeats=pl.when(pl.col("line_no") == pl.col("_first")).then(pl.col("_n").cast(pl.Int32)),
+            _flood_end=pl.col("line_no") == pl.col("_last"),
+            _keep=(pl.col("line_no") == pl.col("_first")) | (pl.col("line_no") == pl.col("_last")),
+        )
+        .collect()
+    )
+    c = c.drop("_fk")
+    if not runs.height:
+        return c.drop("_pos").with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False))
+    c = c.join(runs, on="_pos", how="left", maintain_order="left")
+    return (
+        c.filter(pl.col("_keep").fill_null(True))
+        .drop("_pos", "_keep")
+        .with_columns(_repeats=pl.col("_repeats").fill_null(1), _flood_end=pl.col("_flood_end").fill_null(False))
+    )
+
+
+def _flood_ends(c: pl.DataFrame) -> pl.DataFrame:
+    """Each burst's last line, once its time is known, folded into the burst's first line."""
+    if not c["_flood_end"].any():
+        return c.with_columns(_last_ts=pl.lit(None, UTC_TS), _last_raw=pl.lit(None, pl.String)).drop("_flood_end")
+    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
+    c = c.with_columns(_fk=key)
+    ends = c.filter("_flood_end").select("_fk", "_file", "line_no", _last_ts="ts", _last_raw="raw")
+    starts = (
+        c.filter(pl.col("_repeats") > 1)
+        .select("_fk", "_file", "line_no")
+        .join_asof(ends.sort("line_no"), on="line_no", by=["_file", "_fk"], strategy="forward", check_sortedness=False)
+        .select("_fk", "_file", "line_no", "_last_ts", "_last_raw")
+    )
+    c = c.filter(~pl.col("_flood_end")).join(starts, on=["_fk", "_file", "line_no"], how="left", maintain_order="left")
+    return c.drop("_fk", "_flood_end")
+
+
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, collapse: bool = True):
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
-    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw").str.strip_chars_start("\x00"))).unnest("p")
-    c = derive_timestamps(c, boots_by_file=boots or None)
+    raw = pl.col("raw")
+    if c.height and c["raw"].str.starts_with("\x00").any():
+        raw = raw.str.strip_chars_start("\x00")
+    c = c.sort("_file", "line_no").with_columns(p=split_prefix(raw)).unnest("p")
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
-
-    # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
-    # before them in the same file (in full mode, of the block before too)
-    has_ts = pl.col("ts").is_not_null()
-    c = c.with_columns(
-        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
-        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
-    )
-    if last_ts is not None:
-        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
-    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
 
     is_job = pl.col("_kind") == "job"
     same_file = pl.col("_file") == pl.col("_file").shift(1)
@@ -730,6 +792,20 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
+    c = _collapse_floods(c) if collapse else c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False))
+
+    c = derive_timestamps(c, boots_by_file=boots or None)
+    # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
+    # before them in the same file (in full mode, of the block before too)
+    has_ts = pl.col("ts").is_not_null()
+    c = c.with_columns(
+        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
+        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
+    )
+    if last_ts is not None:
+        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
+    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
+    c = _flood_ends(c)
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
     node_from_line = pl.coalesce(
@@ -779,6 +855,9 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         "_grp",
         "_long",
         "_garbage",
+        "_repeats",
+        "_last_ts",
+        "_last_raw",
     ]
     lines = c.select(per_line_cols)
     # most events are one line: only the lines of joined groups are aggregated
@@ -791,9 +870,12 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         *TAKE_FIRST,
         pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_source")).alias("ts_source"),
         "line_no",
-        pl.lit(1, pl.Int32).alias("line_count"),
+        pl.col("_repeats").alias("line_count"),
         "raw",
         pl.col("msg").alias("message"),
+        pl.col("_repeats").alias("repeats"),
+        pl.col("_last_ts").alias("last_ts"),
+        pl.col("_last_raw").alias("last_raw"),
     )
     # a joined event: the deciding line's fields first, then the first non-null
     joined = (
@@ -806,6 +888,9 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
                 pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
                 pl.col("line_no").min().alias("line_no"),
                 pl.len().cast(pl.Int32).alias("line_count"),
+                pl.lit(1, pl.Int32).alias("repeats"),
+                pl.lit(None, UTC_TS).alias("last_ts"),
+                pl.lit(None, pl.String).alias("last_raw"),
             ]
         )
         .join(
@@ -817,7 +902,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
             maintain_order="left",
         )
     )
-    ev = pl.concat([single, joined]).sort("_grp")
+    ev = pl.concat([single, joined.select(single.columns)]).sort("_grp")
     ev = ev.filter((pl.col("category") != "benign") | pl.col("keep"))
     ev = ev.with_columns(
         event_id=pl.format("{}:{}", pl.col("_source"), pl.col("line_no")),

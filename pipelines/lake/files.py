@@ -326,7 +326,11 @@ def read_table(warehouse: str | os.PathLike, table: str) -> pl.DataFrame:
             )
     if not frames:
         return pl.DataFrame(schema=TABLES[table])
-    return pl.concat(frames, how="diagonal_relaxed").select([pl.col(c).cast(t) for c, t in TABLES[table].items()])
+    df = pl.concat(frames, how="diagonal_relaxed")
+    # files written before a column was added read it as null
+    return df.select(
+        [pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in TABLES[table].items()]
+    )
 
 
 def read_partition(warehouse: str | os.PathLike, table: str, provider: str, cluster: str, date: str) -> pl.DataFrame:

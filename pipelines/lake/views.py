@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+import polars as pl
 
+from ..schema import TABLES
 from . import snapshot, storage
 from .compact import CompactReport, compact, compacted_months, usable
 from .files import (
@@ -276,6 +278,30 @@ def publish(warehouse: str | os.PathLike) -> tuple[CompactReport, BuildReport]:
     return compact(warehouse), build(warehouse)
 
 
+_DUCK = {
+    pl.Int32: "INTEGER",
+    pl.Int64: "BIGINT",
+    pl.String: "VARCHAR",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+    pl.Date: "DATE",
+    pl.Datetime("us", "UTC"): "TIMESTAMPTZ",
+    pl.List(pl.String): "VARCHAR[]",
+}
+
+
+def _with_declared_columns(con: duckdb.DuckDBPyConnection, table: str, sql: str) -> str:
+    """The view again, with every declared column its files lack as NULL (a lake written before
+    the column was added), so queries over old and new warehouses alike can name it."""
+    have = {r[0] for r in con.execute(f"DESCRIBE {_ident(table)}").fetchall()}
+    missing = [(c, t) for c, t in TABLES[table].items() if c not in have]
+    head = f"CREATE OR REPLACE VIEW {table} AS "
+    if not missing or not sql.startswith(head):
+        return "SELECT 1"
+    extra = ", ".join(f"CAST(NULL AS {_DUCK[t]}) AS {_ident(c)}" for c, t in missing)
+    return f"{head}SELECT *, {extra} FROM ({sql[len(head) :]})"
+
+
 def _lake_views(
     con: duckdb.DuckDBPyConnection,
     warehouse: str | os.PathLike,
@@ -285,7 +311,9 @@ def _lake_views(
     An ``ObjectSnapshot`` holds the analytics tables only (the day files are read in place)."""
     views = []
     for table in tables_present(warehouse):
-        con.execute(_table_view(con, warehouse, table, snap if isinstance(snap, snapshot.Snapshot) else None))
+        sql = _table_view(con, warehouse, table, snap if isinstance(snap, snapshot.Snapshot) else None)
+        con.execute(sql)
+        con.execute(_with_declared_columns(con, table, sql))
         views.append(table)
     for name in analytics_present(warehouse):
         path = analytics_root(warehouse) / f"{name}.parquet"
