@@ -1,8 +1,6 @@
 """The bare parse of a landing folder: ``ingest_partition`` for every partition, in worker
 processes like the pipeline's, with no Dagster and no lake writes. Prints one JSON line.
-
-    python bench/bare_parse.py LANDING [--workers N]
-"""
+Usage: python bench/bare_parse.py LANDING [--workers N]"""
 
 from __future__ import annotations
 

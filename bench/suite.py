@@ -1,31 +1,6 @@
-"""faultline's benchmark suite: one Markdown table per run, every contender measured in the
-same run on the same machine, so the ratios hold when the machine is noisy.
-
-    python bench/suite.py                                  # full size (about 15-25 min on 2 cores)
-    python bench/suite.py --size ci                        # seconds; what tests/test_bench.py runs
-    python bench/suite.py --sections parse,queries --json out.json --workdir /tmp/fb --keep
-
-Sections:
-  parse    parse-and-classify throughput (MB/s, lines/s, peak RSS) of faultline against
-           ``LC_ALL=C grep -cE`` with the same prefilter literals, a per-line Python regex
-           loop and Drain3 template mining, on one generated mixed log (bench/mixed_log.py).
-  overhead the demo scenario's many small partitions: the bare parse against the Dagster
-           ingest (range runs, lake writes, checks, view file; no analytics) and against the
-           whole ``faultline run``, same workers: the orchestration overhead; and the ingest's
-           work without Dagster (bench/plain_pipeline.py), which splits that overhead into
-           the lake's share and Dagster's.
-  fleet    ``faultline run`` end to end on the simulator's fleet-day (``faultline simulate
-           --scenario scale``: 12,500 nodes = 100,000 GPUs, one day): wall time, peak RSS of
-           the whole process tree, bytes read, and its ratio to the bare parse
-           (``ingest_partition`` of every partition, same workers, no Dagster, no lake writes).
-  scaling  the same at 1/4, 1/2 and 1x of that fleet-day, and how far cost is from linear.
-  queries  p50/p95 latency of every named query in sql/queries/ over a simulated year of
-           history, and the report's rendering time.
-
-Targets (2-core machines) are printed next to each figure with whether this run met them;
-nothing is hard-coded. Needs only public tools: Python with this repo's dev extra (drain3
-included) and GNU grep.
-"""
+"""faultline's benchmark suite: one Markdown report per run, every contender measured in the same
+run on the same machine, so the ratios hold on a noisy machine. Sections and targets: bench/README.md.
+Usage: python bench/suite.py [--size ci] [--sections parse,overhead,fleet,scaling,queries]"""
 
 from __future__ import annotations
 
@@ -54,7 +29,7 @@ GIB = 2**30
 MIB = 2**20
 
 # --- sizes ---------------------------------------------------------------------------------
-# full: the issue's figures. ci: the same code paths on tiny inputs (tests/test_bench.py).
+# full: the targets' sizes. ci: the same code paths on tiny inputs (tests/system/test_bench.py).
 # (ci sizes are ones whose simulation has at least one fault: `faultline simulate` fails on a
 # fleet-day without any, e.g. --scenario scale --nodes 50.)
 SIZES = {
@@ -93,7 +68,7 @@ SIZES = {
 }
 FULL_FLEET_NODES = 12_500  # the scale scenario's fleet (100,000 GPUs)
 
-# --- targets (the issue's, for these 2-core machines) ---------------------------------------
+# --- targets, for 2-core machines (bench/README.md) ------------------------------------------
 TARGETS = {
     "parse_vs_grep": (">=", 0.6, "faultline MB/s / grep MB/s"),
     "fleet_wall_s": ("<=", 600.0, "fleet-day nightly wall (s)"),

@@ -1,14 +1,6 @@
-"""Attribute each job that did not complete to a root cause and, where possible, a culprit.
-
-The causally earliest specific fault wins over symptoms: hardware and driver faults on the
-job's nodes (kernel side) or in its output beat the user-code errors they trigger (a CUDA
-error printed right after an Xid 79 is the Xid's symptom), user-code errors beat watchdog
-timeouts, and the scheduler's final state is the cause only when nothing else explains the
-end. When every rank only timed out, the culprit is the rank whose flight-recorder dump is
-behind the others, else the node whose ranks are missing from the timeout reports; a rank whose
-dump shows it never enqueued the collective the others wait in was behind in the program (a
-collective desync, ``user_app``), not stuck in the collective (a hang, ``collective_timeout``).
-"""
+"""Attribute each job that did not complete to a root cause and, where possible, a culprit node:
+the causally earliest specific fault wins over its symptoms, and a hang is localized by the
+flight recorder or the missing ranks (docs/analytics.md, "Root cause and culprit")."""
 
 from __future__ import annotations
 
@@ -68,7 +60,7 @@ def attribute_failures(
     domains: dict[str, str],
     cfg: AnalyticsConfig = DEFAULT,
 ) -> pl.DataFrame:
-    """One row per failed job (see ``JOB_FAILURE_COLUMNS``; documented in the README)."""
+    """One row per failed job (see ``JOB_FAILURE_COLUMNS``; docs/tables.md, ``job_failures``)."""
     failed = jobs.filter(~pl.col("state").is_in(NOT_FAILED) & pl.col("end").is_not_null())
     if failed.is_empty():
         return pl.DataFrame(schema=_schema())
@@ -344,10 +336,9 @@ def _decide(
 
 
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Culprit of an all-ranks-timed-out hang, from the flight-recorder dumps when there are some:
-    ranks that never enqueued the collective the others wait in are behind in the program (a
-    desync: ``_not_joined``); else ranks whose last completed collective lags; else the node
-    whose ranks are missing from the timeout reports."""
+    """Culprit of an all-ranks-timed-out hang: ranks that never enqueued the collective the others
+    wait in (a desync, ``_not_joined``); else ranks whose last completed collective lags; else the
+    node whose ranks are missing from the timeout reports."""
     gpn = cfg.gpus_per_node
     d = d.with_columns(_rank_node=pl.col("nodes").list.get(pl.col("rank") // gpn, null_on_oob=True))
     none = pl.lit(None, pl.List(pl.Int64))

@@ -1,12 +1,6 @@
 """Parse log files (or streams) into events, benign counts and quarantine rows.
-
-The hot path reads each file in blocks of a few MB: polars splits a block into lines and a
-literal prefilter keeps the few lines that can matter. The kept lines of many files are then
-parsed together, in one set of polars expressions: prefix, UTC timestamp, classification,
-joining of multi-line messages (wrapped NVRM notices, SXid continuations, tracebacks, the
-ChildFailedError table) into one event. Per-file overhead stays small, so a night of
-thousands of small files costs about what one large file does.
-"""
+Files are read in blocks; a literal prefilter keeps the lines that can matter, and those of many
+files are parsed together in one set of polars expressions (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -38,7 +32,7 @@ JOB_CONT_RE = (
 EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
-# those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
+# those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate checks a block in C
 _CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
 _CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"  # and no CR (literal_scan's fast path)
 _HIGH = bytes(range(0x80, 0x100))
@@ -185,7 +179,6 @@ CSV_OPTS = dict(
     infer_schema=False,
     comment_prefix=None,
 )
-CANDIDATE_BATCH = 50_000  # candidate lines gathered before they are parsed together
 FORMAT_SAMPLE_LINES = 200
 BLOCKS_IN_FLIGHT = 2  # blocks of one file split and prefiltered at once (polars drops the GIL)
 _POOL: ThreadPoolExecutor | None = None
@@ -201,11 +194,9 @@ def _pool() -> ThreadPoolExecutor:
 def _fast_candidates(
     block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None
 ) -> tuple[int, pl.DataFrame] | None:
-    """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match
-    (``literal_scan``), the exact polars filter runs on those alone (and on the head line).
-    None where that would not be exact: control or non-ASCII bytes, CR, overlong lines, full
-    mode, job logs and ``dmesg -H`` (their candidates also come from regexes, which Hyperscan is
-    not given: see ``literal_scan``), no Hyperscan."""
+    """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match and
+    the exact polars filter runs on those alone. None where that would not be exact (dirty bytes,
+    CR, overlong lines, full mode, job logs, ``dmesg -H``: regex candidates) or without Hyperscan."""
     if (
         ctx.full
         or ctx.kind == "job"
@@ -280,13 +271,9 @@ def _scan_block(
 
 
 def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=None) -> FileScan:
-    """Read a stream block by block; keep only the candidate lines (all lines in full mode).
-
-    The first block is scanned alone (its first lines decide the prefix format), the rest
-    ``BLOCKS_IN_FLIGHT`` at a time in threads, numbered from 1 and shifted in order after.
-    ``on_block(scan)`` is called after each block, in order (full mode uses it to emit and
-    drop lines, so memory stays bounded whatever the input size).
-    """
+    """Read a stream block by block; keep only the candidate lines (all lines in full mode). The
+    first block is scanned alone (it decides the prefix format), the rest in threads, in order;
+    ``on_block(scan)`` after each lets full mode emit and drop lines, so memory stays bounded."""
     scan = FileScan(ctx)
     stats = reader.ReadStats()
 
@@ -327,11 +314,9 @@ def scan_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet) -> FileS
 
 
 def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSet | None = None) -> list[ParseResult]:
-    """Parse many files: read each, then parse all their candidate lines in one batch.
-
-    Small clean files (the thousands of node logs of a fleet-day) are split, format-detected
-    and prefiltered together (``_scan_small``): per-file polars calls would cost more than
-    their lines. Everything else is scanned file by file, block by block."""
+    """Parse many files: read each, then parse all their candidate lines in one batch. Small clean
+    files are split and prefiltered together (``_scan_small``): per-file polars calls would cost
+    more than their lines. Everything else is scanned file by file, block by block."""
     rs = rs or load_ruleset()
     scans: list[FileScan | None] = [None] * len(items)
     small: list[tuple[int, str | os.PathLike, SourceContext, bytes, str]] = []
@@ -359,10 +344,9 @@ SMALL_BATCH_BYTES = 32 << 20  # content scanned in one go
 
 
 def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
-    """The whole content of a small, clean, local log (plain or compressed), CR-only line
-    ends made LF, and the sha256 of the content as read; None when the file is large, empty, dirty (control bytes, non-ASCII, the
-    splitter's separator), unreadable or a broken archive: the block scanner handles those,
-    with its messages."""
+    """The content of a small, clean, local log (CR-only line ends made LF) and its sha256; None
+    when the file is large, empty, dirty, unreadable or a broken archive, which the block scanner
+    handles with its messages."""
     if not isinstance(path, (str, os.PathLike)) or os.path.getsize(path) > SMALL_FILE_BYTES:
         return None
     try:
@@ -386,7 +370,7 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
     counts = [d.count(b"\n") + (not d.endswith(b"\n")) for _i, _p, _c, d, _h in small]
     buf = b"".join(d if d.endswith(b"\n") else d + b"\n" for _i, _p, _c, d, _h in small)
     raw = _read_lines(buf)["raw"].fill_null("")
-    if len(raw) != sum(counts):  # never seen; the block scanner is the reference
+    if len(raw) != sum(counts):  # a split that disagrees: the block scanner is the reference
         for i, path, ctx, _d, _h in small:
             scans[i] = scan_file(path, ctx, rs)
         return

@@ -1,9 +1,6 @@
-"""Ingest one landing partition (provider/cluster/day) into its tables: plain Python.
-
-Every file of the partition ends up in ``audit`` (one row each, balanced: lines read =
-event lines + benign + quarantined); every line or file that could not be used ends up in
-``quarantine`` with a reason. Nothing here knows about Dagster.
-"""
+"""Ingest one landing partition (provider/cluster/day) into its tables; no Dagster. Every file
+gets one balanced ``audit`` row (lines read = event lines + benign + quarantined), and every
+line or file that could not be used a ``quarantine`` row with its reason."""
 
 from __future__ import annotations
 

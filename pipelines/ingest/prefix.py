@@ -1,10 +1,6 @@
-"""Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars.
-
-Every kernel-log prefix of the format notes is one alternative of ``PREFIX_RE``; job-log
-prefixes (rank labels, glog, Python logging, torchrun) are alternatives too. Timestamps are
-turned into UTC by ``derive_timestamps`` and always say how they were derived
-(``ts_source``): nothing is parsed by guessing.
-"""
+"""Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars: every
+prefix format is one alternative of ``PREFIX_RE``, and every timestamp says how it was turned
+into UTC (``ts_source``, docs/classify.md): nothing is parsed by guessing."""
 
 from __future__ import annotations
 
@@ -89,8 +85,6 @@ MONTHS = {
     "okt.": 10,
 }
 
-TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time", "inherited", "none")
-
 
 # the prefix alone: the regex stops where the message starts instead of capturing it
 _HEAD_RE = "^(?P<_head>" + PREFIX_RE[1 : PREFIX_RE.index("(?P<msg>.*)$")] + ")"
@@ -140,10 +134,8 @@ def derive_timestamps(
     boots_by_file: dict[int, list[dt.datetime]] | None = None,
 ) -> pl.DataFrame:
     """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``).
-
-    Frames of many files carry ``_ref_date`` (the partition day per row), ``_file`` and
-    ``boots_by_file``; single-file callers pass ``ref_date`` and ``boots``.
-    """
+    Frames of many files carry ``_ref_date`` (per row), ``_file`` and ``boots_by_file``;
+    single-file callers pass ``ref_date`` and ``boots``."""
     c = pl.col
     if "_ref_date" not in p.columns:
         p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
@@ -219,11 +211,9 @@ def derive_timestamps(
 
 
 def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | None) -> pl.DataFrame:
-    """Boot time (``_boot``) of every monotonic stamp; a drop in the counter means a reboot.
-
-    The last boot segment of a file takes the file's last known boot, the one before it the
-    boot before that, and so on (a day's log ends in the boot that is running).
-    """
+    """Boot time (``_boot``) of every monotonic stamp; a drop in the counter means a reboot. The
+    last boot segment of a file takes its last known boot, the one before it the boot before
+    that (a day's log ends in the boot that is running)."""
     rows = [
         (f, i, b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc), len(bs))
         for f, bs in (boots_by_file or {}).items()
