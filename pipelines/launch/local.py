@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
 from ..ingest.landing import Partition, discover
+from ..ingest.pool import WORKERS_ENV as PARSE_WORKERS_ENV
 from ..lake import storage
 from ..lake import writer as lake_writer
 from . import plan
@@ -218,18 +219,31 @@ def run_pipeline(
             done(job[3], _materialize_run(*job, instance=instance, keys=keys))
     else:
         ctx = multiprocessing.get_context("spawn")  # polars and Dagster threads do not survive fork
-        with ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=ctx,
-            initializer=_start_worker,
-            initargs=(str(landing), str(warehouse), models_dir, keys),
-        ) as pool:
-            futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
+        # the CPUs are shared out between the runs: a partition's parse splits only its share
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        saved = os.environ.get(PARSE_WORKERS_ENV)
+        os.environ[PARSE_WORKERS_ENV] = saved or share
+        try:
+            _run_pool(ctx, workers, landing, warehouse, models_dir, keys, jobs, done)
+        finally:
+            if saved is None:
+                os.environ.pop(PARSE_WORKERS_ENV, None)
     if tally.rows:
         tally.totals.update(finish(warehouse, analytics, instance))
     return tally.summary(t0)
+
+
+def _run_pool(ctx, workers: int, landing, warehouse, models_dir, keys, jobs: list, done) -> None:
+    """The runs on a pool of worker processes, each with Dagster and the lake job prebuilt."""
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=ctx,
+        initializer=_start_worker,
+        initargs=(str(landing), str(warehouse), models_dir, keys),
+    ) as pool:
+        futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
+        for fut in as_completed(futures):
+            done(futures[fut], fut.result())
 
 
 def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
