@@ -7,7 +7,7 @@ The density day's lines are real kernel messages of the corpus's dev split under
 prefix with the node's name; ``--density`` is the share of lines drawn from those faultline
 makes events of, 2% from benign ones holding an error word, the rest from other benign ones. The flood day holds 800,000 Xid 95
 lines from one GPU in 20 minutes and, after one NVLink Xid 74, 150,000 Xid 45 lines on the
-job's three nodes, among ordinary noise. Prints one JSON line (files, lines, bytes).
+job's three nodes (the faulting one naming the Xid 74), among ordinary noise. Prints one JSON line (files, lines, bytes).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ XID74 = (
     "NVRM: Xid (PCI:0000:3b:00): 74, pid={pid}, name=python3, NVLink: fatal error detected on link 14"
     "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)"
 )
-XID45 = "NVRM: Xid (PCI:0000:{bus}:00): 45, pid={pid}, name=python3, Ch 0000000{ch} caused by previous Xid 74"
+XID45_CAUSED = "NVRM: Xid (PCI:0000:{bus}:00): 45, pid={pid}, name=python3, Ch 0000000{ch} caused by previous Xid 74"
+XID45 = "NVRM: Xid (PCI:0000:{bus}:00): 45, pid={pid}, name=python3, Ch 0000000{ch}"
 
 
 def corpus_messages() -> tuple[list[str], list[str], list[str]]:
@@ -107,7 +108,7 @@ def density_day(out: Path, density: float, nodes: int, mb: int, seed: int = 0) -
     return {"files": nodes, "lines": lines, "bytes": total, "density": density}
 
 
-def flood_day(out: Path, nodes: int, seed: int = 0) -> dict:
+def flood_day(out: Path, nodes: int, seed: int = 0, scale: float = 1.0) -> dict:
     _fail, benign, _noisy = corpus_messages()
     rng = np.random.default_rng(seed)
     names = [f"node-{i:04d}" for i in range(nodes)]
@@ -120,17 +121,18 @@ def flood_day(out: Path, nodes: int, seed: int = 0) -> dict:
         secs = list(rng.integers(0, 86_400_000, n))
         msgs = list(benign_a[rng.integers(0, len(benign_a), n)])
         if i == 0:  # one GPU's uncontained-ECC flood: 800,000 lines in 20 minutes from 03:00
-            k = 800_000
+            k = int(800_000 * scale)
             secs += list(10_800_000 + np.sort(rng.integers(0, 1_200_000, k)))
             msgs += [XID95.format(pid=20412)] * k  # one process on the failing GPU
         if i in (1, 2, 3):  # one NVLink fault, then the job's three nodes print Xid 45 storms
             if i == 1:
                 secs.append(18_000_000)
                 msgs.append(XID74.format(pid=4242))
-            k = 50_000
+            k = int(50_000 * scale)
             secs += list(18_000_500 + np.sort(rng.integers(0, 600_000, k)))
             buses = rng.choice(["3b", "5d", "9a", "ba"], k)
-            msgs += [XID45.format(bus=b, pid=4242, ch=c) for b, c in zip(buses, rng.integers(1, 9, k))]
+            tpl = XID45_CAUSED if i == 1 else XID45  # the faulting node names its Xid; the others clean up
+            msgs += [tpl.format(bus=b, pid=4242, ch=c) for b, c in zip(buses, rng.integers(1, 9, k))]
         order = np.argsort(np.asarray(secs), kind="stable")
         total += _write(
             day / f"{node}.log", _syslog(node, np.asarray(secs)[order], np.asarray(msgs, dtype=object)[order])
@@ -147,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=int, default=1024, help="approximate size of the day")
     ap.add_argument("--flood", action="store_true", help="the flood day instead of a density day")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale", type=float, default=1.0, help="flood day: share of its flood lines to write")
     a = ap.parse_args(argv)
     if a.flood:
-        res = flood_day(a.out, a.nodes or 32, a.seed)
+        res = flood_day(a.out, a.nodes or 32, a.seed, a.scale)
     else:
         res = density_day(a.out, a.density, a.nodes or 1024, a.mb, a.seed)
     print(json.dumps(res))
