@@ -7,6 +7,7 @@ import datetime as dt
 
 import polars as pl
 import pytest
+from helpers.known import DAY, KNOWN_ISSUES, make_known_landing
 
 from faultline.analytics.build import compute
 from faultline.analytics.known_issues import parse
@@ -14,8 +15,6 @@ from faultline.analytics.known_matches import deciding_events, driver_loads
 from faultline.analytics.rates import covered_days
 from faultline.ingest.landing import read_inventory
 from faultline.ingest.partition import ingest_partition
-
-from helpers.known import DAY, KNOWN_ISSUES, make_known_landing
 
 
 @pytest.fixture(scope="module")
