@@ -12,6 +12,7 @@ from .commands.demo import demo
 from .commands.evaluate import evaluate
 from .commands.explain import explain
 from .commands.export import export
+from .commands.known import known
 from .commands.report import report
 from .commands.run import run
 from .commands.simulate import simulate
@@ -47,6 +48,7 @@ main.add_command(sql)
 main.add_command(report)
 main.add_command(explain)
 main.add_command(export)
+main.add_command(known)
 
 if __name__ == "__main__":
     main()
