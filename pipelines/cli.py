@@ -17,6 +17,7 @@ from .commands.report import report
 from .commands.run import run
 from .commands.simulate import simulate
 from .commands.sql import sql
+from .commands.ticket import ticket
 from .commands.train import train_classifier
 
 
@@ -49,6 +50,7 @@ main.add_command(report)
 main.add_command(explain)
 main.add_command(export)
 main.add_command(known)
+main.add_command(ticket)
 
 if __name__ == "__main__":
     main()
