@@ -9,6 +9,7 @@ import click
 from . import __version__
 from .commands.classify import classify
 from .commands.demo import demo
+from .commands.drain import drain_list
 from .commands.evaluate import evaluate
 from .commands.explain import explain
 from .commands.export import export
@@ -51,6 +52,7 @@ main.add_command(explain)
 main.add_command(export)
 main.add_command(known)
 main.add_command(ticket)
+main.add_command(drain_list)
 
 if __name__ == "__main__":
     main()
