@@ -254,13 +254,14 @@ def addresses(con, key: dict) -> list[str]:
 
 
 def peer_blame(con, key: dict, since: dt.date | None) -> dict[str, Any]:
-    """How often other nodes' errors named this node or one of its addresses as their peer."""
+    """How often other nodes' errors named this node or one of its addresses as their peer (lines
+    that do not say which node printed them, such as a Python exception quoting NCCL, do not count)."""
     ips = addresses(con, key)
     df = run_sql(
         con,
         "SELECT node, job_id, rule_id, category, ts, split_part(raw, chr(10), 1) AS line, "
         "regexp_extract_all(message, $re, 1) AS peers FROM events "
-        "WHERE provider = $provider AND cluster = $cluster AND (node IS NULL OR node <> $node) "
+        "WHERE provider = $provider AND cluster = $cluster AND node IS NOT NULL AND node <> $node "
         "AND category NOT IN ('benign') AND ($since IS NULL OR date >= $since) AND regexp_matches(message, $re)",
         {**key, "re": PEER, "since": since},
     )
