@@ -264,6 +264,8 @@ def known_suggest(known_issues: Path | None, warehouse, days: int, window_days: 
     try:
         if as_of is None:
             as_of = run_sql(con, "SELECT max(date) AS d FROM ingest_audit")["d"][0]
+        if not _view_exists(con, "known_issue_matches"):
+            raise click.ClickException("the analytics predate the known-issues registry: run `faultline known apply`")
         subjects = load_subjects(con)
         inv = run_sql(con, "SELECT provider, cluster, rack, node FROM inventory_latest")
     except QueryError as exc:
