@@ -9,13 +9,16 @@ import click
 from . import __version__
 from .commands.classify import classify
 from .commands.demo import demo
+from .commands.drain import drain_list
 from .commands.evaluate import evaluate
 from .commands.explain import explain
 from .commands.export import export
+from .commands.known import known
 from .commands.report import report
 from .commands.run import run
 from .commands.simulate import simulate
 from .commands.sql import sql
+from .commands.ticket import ticket
 from .commands.train import train_classifier
 
 
@@ -44,6 +47,9 @@ main.add_command(sql)
 main.add_command(report)
 main.add_command(explain)
 main.add_command(export)
+main.add_command(known)
+main.add_command(ticket)
+main.add_command(drain_list)
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,8 @@ from ..schema import ANALYTICS
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
 from .incidents import build_incidents
+from .known_issues import EMPTY, Registry, load_for
+from .known_matches import apply as apply_known_issues
 from .rates import (
     covered_days,
     exposure,
@@ -43,6 +45,7 @@ def compute(
     inventory: pl.DataFrame,
     days: pl.DataFrame,
     cfg: AnalyticsConfig = DEFAULT,
+    known: Registry = EMPTY,
 ) -> dict[str, pl.DataFrame]:
     domains = load_ruleset().taxonomy.domains
     rule_events = events  # the lake keeps the rules' verdicts
@@ -50,6 +53,10 @@ def compute(
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
     failures = attribute_failures(jobs, events, flight, domains, cfg)
+    # known issues first: their verdicts count in every rate, lemon test and scoreboard below
+    as_of = days["date"].max() if days.height else None
+    ki = apply_known_issues(known, incidents, failures, events, inv, domains, as_of)
+    incidents, failures = ki["incidents"], ki["job_failures"]
     nodes = node_health(exposure(inv, days), incidents, failures, cfg)
     sb = scoreboard(nodes, failures, cfg=cfg)
     return {
@@ -64,11 +71,18 @@ def compute(
         "rack_hotspots": rack_hotspots(nodes, incidents, cfg),
         "unknown_signatures": unknown_signatures(rule_events),
         "node_profiles": node_failure_profiles(incidents, nodes),
+        "known_issue_matches": ki["known_issue_matches"],
+        "known_issues": ki["known_issues"],
     }
 
 
-def build_analytics(warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT) -> dict[str, int]:
-    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts."""
+def build_analytics(
+    warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT, known_issues: str | os.PathLike | None = None
+) -> dict[str, int]:
+    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts.
+    ``known_issues``: the known-issues file (default: env, else beside the warehouse); it is
+    read and checked before anything else, so a mistake in it leaves every table as it was."""
+    known = load_for(known_issues, warehouse)
     present = set(lake.tables_present(warehouse))
 
     def table(name: str) -> pl.DataFrame | None:
@@ -78,7 +92,7 @@ def build_analytics(warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT
     if events is None or jobs is None or inv is None or audit is None:
         raise FileNotFoundError(f"{warehouse}: the lake has no events/jobs/inventory yet; run `faultline run` first")
     days = covered_days([tuple(r) for r in audit.select("provider", "cluster", "date").unique().iter_rows()])
-    out = compute(events, jobs, table("flight_recorder"), inv, days, cfg)
+    out = compute(events, jobs, table("flight_recorder"), inv, days, cfg, known)
     for name, df in out.items():
         lake.write_analytics(warehouse, name, df)
     return {name: df.height for name, df in out.items()}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .known import explain_job_known, explain_node_known
 from .sql import open_warehouse, warehouse_option
 
 TIMELINE_LINES = 60
@@ -77,14 +78,14 @@ def explain_job(job_id: str, warehouse: Path, provider, cluster, max_lines: int)
                 "job_timeline",
                 {"job_id": job_id, "provider": v["provider"], "cluster": v["cluster"], "max_lines": max_lines},
             ).to_dicts()
-            click.echo(_job_text(v, timeline))
+            click.echo(_job_text(v, timeline, explain_job_known(con, v["provider"], v["cluster"], v["job_id"])))
     except QueryError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         con.close()
 
 
-def _job_text(v: dict, timeline: list[dict]) -> str:
+def _job_text(v: dict, timeline: list[dict], known: str = "") -> str:
     out = [
         click.style(f"Job {_s(v['job_id'])} on {_s(v['provider'])}/{_s(v['cluster'])}", bold=True)
         + f": {_s(v['job_name'], 80)} (user {_s(v['user'], 40)})",
@@ -105,6 +106,8 @@ def _job_text(v: dict, timeline: list[dict]) -> str:
         out.append(f"  flight rec. rank {v['fr_suspect_rank']} lags: {_s(v['fr_suspect_reason'])}")
     if v.get("job_log_categories"):
         out.append(f"  job log     also saw: {', '.join(_s(c) for c in v['job_log_categories'])}")
+    if known:  # the known issue it carries, next to the verdict
+        out += ["", *known.rstrip("\n").split("\n")]
     out += ["", click.style("Evidence:", bold=True)]
     out += [f"  {_s(line)}" for line in (v["evidence"] or "-").splitlines()[:6]]
     out += ["", click.style("Timeline (UTC):", bold=True) + "  (* = the deciding line)"]
@@ -191,6 +194,7 @@ def explain_node(name: str, warehouse: Path, days: int, max_lines: int):
                     last,
                 )
             )
+            click.echo(explain_node_known(con, node["provider"], node["cluster"], name, since), nl=False)
     except QueryError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ._options import LOCATION, parse_date
+from .known import known_issues_env, known_issues_option, load_registry
 
 
 def _dates(ctx, param, values):
@@ -72,7 +73,8 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     envvar="FAULTLINE_DASK_ADDRESS",
     help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.",
 )
-def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address):
+@known_issues_option
+def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address, known_issues):
     """Ingest every landing partition (or the selected ones) into the lake, then refresh the DuckDB
     views; re-running a partition replaces its tables. The views read a snapshot of the lake, kept an
     hour after a newer build (env FAULTLINE_SNAPSHOT_GRACE_S, seconds; docs/architecture.md)."""
@@ -83,6 +85,7 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
 
     if executor == "dask" and not dask_address:
         raise click.ClickException("--executor dask needs --dask-address tcp://HOST:8786 (or FAULTLINE_DASK_ADDRESS)")
+    load_registry(known_issues, warehouse)  # a mistake in it stops the run before anything is written
     if not isdir(landing):
         raise click.ClickException(
             f"landing folder {str(landing)!r} does not exist (or is not a directory); "
@@ -129,11 +132,12 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
         return run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers)
 
     try:
-        if bar is not None:
-            with bar:
+        with known_issues_env(known_issues):
+            if bar is not None:
+                with bar:
+                    summary = go()
+            else:
                 summary = go()
-        else:
-            summary = go()
     except Exception as exc:  # noqa: BLE001 - one clear line, the traceback is Dagster's
         raise click.ClickException(f"ingest failed: {type(exc).__name__}: {exc}") from exc
     rows = summary["rows"]

@@ -45,6 +45,7 @@ class ReportData:
     clusters: int = 0
     nodes: int = 0
     limits: dict[str, int] = field(default_factory=dict)
+    known: dict[str, Any] = field(default_factory=dict)  # the known-issues section (known_issues())
 
 
 def covered_days(con: duckdb.DuckDBPyConnection) -> list[dt.date]:
@@ -91,6 +92,7 @@ def load(
     _jobs(con, data, max_jobs, max_lines)
     data.signatures = _rows(Q.run_query(con, "new_signatures", {"as_of": day, "days": 7, "max_rows": MAX_SIGNATURES}))
     data.quarantine = _rows(Q.run_query(con, "quarantine_summary", {"since": day, "until": day}))
+    data.known = known_issues(con, day)
     fleet = Q.run_sql(
         con,
         "SELECT count(DISTINCT provider) AS p, count(DISTINCT (provider, cluster)) AS c, "
@@ -244,3 +246,88 @@ def _jobs(con, data: ReportData, max_jobs: int, max_lines: int) -> None:
         j["timeline"] = by_job.get((j["provider"], j["cluster"], j["job_id"]), [])
         j["deciding"] = next((t for t in j["timeline"] if t["deciding"]), None)
     data.jobs = jobs
+
+
+# ------------------------------------------------------------------ the known-issues section
+MAX_KNOWN_ROWS = 50
+_NIGHT_SIGNATURES = """
+WITH f AS (
+    SELECT 'job' AS kind, provider, cluster, root_cause AS category,
+           coalesce(nullif(regexp_extract(decided_by, '^(?:node|job):([^+]+)', 1), ''),
+                    split_part(decided_by, '+', 1)) AS rule,
+           known_issue_id, original_root_cause IS NOT NULL AS overridden, ended AS ts, gpu_hours_lost,
+           split_part(evidence, chr(10), 1) AS line
+    FROM job_failures
+    -- the infrastructure's failures, user-blamed ones a node's kernel decided (Xid 13/31, OOM
+    -- kills), and whatever an entry covers; user code and the scheduler alone are not listed
+    WHERE domain IN ('hardware', 'software', 'unknown') OR root_cause = 'collective_timeout'
+       OR decided_by LIKE 'node:%' OR known_issue_id IS NOT NULL
+    UNION ALL
+    SELECT 'incident', provider, cluster, category, rule_ids[1], known_issue_id,
+           original_category IS NOT NULL, first_ts, CAST(NULL AS DOUBLE), split_part(sample, chr(10), 1)
+    FROM incidents WHERE severity IN ('error', 'critical')
+), s AS (
+    SELECT *, CAST(timezone('UTC', ts) AS DATE) AS day,
+           min(CAST(timezone('UTC', ts) AS DATE)) OVER (PARTITION BY provider, cluster, category, rule) AS first_day
+    FROM f
+)
+SELECT provider, cluster, category, rule, known_issue_id, min(first_day) AS first_day,
+       count(*) FILTER (WHERE kind = 'job') AS jobs, count(*) FILTER (WHERE kind = 'incident') AS incidents,
+       coalesce(sum(gpu_hours_lost), 0) AS gpu_hours_lost, count(*) FILTER (WHERE overridden) AS overridden,
+       arg_min(line, ts) AS example
+FROM s WHERE day = $day
+GROUP BY provider, cluster, category, rule, known_issue_id
+ORDER BY known_issue_id IS NOT NULL, min(first_day) = $day DESC, coalesce(sum(gpu_hours_lost), 0) DESC,
+         count(*) DESC, provider, cluster, category, rule
+"""
+
+
+def known_issues(con, day: dt.date) -> dict[str, Any]:
+    """The known-issues section: the night's failures split into new (no entry; first seen
+    tonight first) and known (per entry), the verdicts entries overrode, the open entries with
+    their cost since opened and tickets, and the entries that ended but still match."""
+    views = Q.run_sql(con, "SELECT view_name FROM duckdb_views() WHERE view_name = 'known_issues'")
+    if views.is_empty():
+        return {"available": False}  # analytics written before the known-issues registry
+    entries = Q.run_sql(con, "SELECT * FROM known_issues ORDER BY gpu_hours_lost_since_opened DESC, known_issue_id")
+    night = Q.run_sql(con, _NIGHT_SIGNATURES, {"day": day})
+    overridden = Q.run_sql(
+        con,
+        "SELECT job_id, provider, cluster, original_root_cause, root_cause, original_action, action, "
+        "known_issue_id, gpu_hours_lost FROM job_failures WHERE original_root_cause IS NOT NULL "
+        "AND CAST(timezone('UTC', ended) AS DATE) = $day ORDER BY gpu_hours_lost DESC, job_id LIMIT $n",
+        {"day": day, "n": MAX_KNOWN_ROWS},
+    )
+    rows = night.to_dicts()
+    new = [r for r in rows if r["known_issue_id"] is None]
+    titles = {e["known_issue_id"]: e for e in entries.to_dicts()}
+    known: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["known_issue_id"] is None:
+            continue
+        k = known.setdefault(
+            r["known_issue_id"],
+            {
+                "known_issue_id": r["known_issue_id"],
+                "jobs": 0,
+                "incidents": 0,
+                "gpu_hours_lost": 0.0,
+                "overridden": 0,
+                **{c: (titles.get(r["known_issue_id"]) or {}).get(c) for c in ("title", "ticket", "status", "hotfix")},
+            },
+        )
+        for c in ("jobs", "incidents", "gpu_hours_lost", "overridden"):
+            k[c] += r[c] or 0
+    ents = entries.to_dicts()
+    return {
+        "available": True,
+        "entries": len(ents),
+        "file": ents[0]["file"] if ents else None,
+        "new": new[:MAX_KNOWN_ROWS],
+        "new_total": len(new),
+        "new_tonight": sum(1 for r in new if r["first_day"] == day),
+        "known": sorted(known.values(), key=lambda k: (-k["gpu_hours_lost"], k["known_issue_id"])),
+        "overridden": overridden.to_dicts(),
+        "open": [e for e in ents if e["status"] in ("open", "quiet")][:MAX_KNOWN_ROWS],
+        "ended_matching": [e for e in ents if e["matches_after_end"] and e["status"] in ("expired", "closed")],
+    }

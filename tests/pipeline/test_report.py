@@ -25,6 +25,7 @@ from faultline.report.renderer import MAX_BYTES, render_html
 
 SECTIONS = [
     "headline",
+    "known-issues",
     "scoreboard",
     "causes",
     "timeline",

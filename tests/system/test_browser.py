@@ -26,6 +26,7 @@ from faultline.report import build_report
 ARTIFACTS = Path(os.environ.get("FAULTLINE_TEST_ARTIFACTS", Path(__file__).parents[1] / "artifacts"))
 SECTIONS = [
     "headline",
+    "known-issues",
     "scoreboard",
     "causes",
     "timeline",
