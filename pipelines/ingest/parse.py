@@ -46,6 +46,7 @@ PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit 
     ("rfc5424", "iso5424"),
     ("dmesg_iso", "diso"),
     ("rfc3339_syslog", "iso"),
+    ("talos", "talos"),
     ("bsd_syslog", "bsd"),
     ("kmsg", "kmsg_us"),
     ("raw_dmesg", "mono"),
@@ -54,6 +55,7 @@ PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit 
     ("dmesg_relative", "rel"),
     ("slurm", "slurm"),
     ("fabric_manager", "fm"),
+    ("gpfs", "mmfs"),
     ("python_logging", "pylog"),
     ("glog", "glog"),
 ]
@@ -651,12 +653,14 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
+    # "kernel:" in front of a stamp is the syslog tag of a line whose host was cut off
+    pdsh = pl.when(pl.col("pdsh") != "kernel").then(pl.col("pdsh"))
     node_from_line = pl.coalesce(
-        pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424")
+        pl.col("node"), pdsh, pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424"), pl.col("host_ctime")
     )
     node = (
         pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
-        .then(pl.coalesce(pl.col("pdsh"), pl.col("_node_ctx")))
+        .then(pl.coalesce(pdsh, pl.col("_node_ctx")))
         .otherwise(pl.coalesce(node_from_line, pl.col("_node_ctx")))
     )
     c = c.with_columns(
