@@ -14,7 +14,7 @@ import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _MON = r"(?:[^\W\d_]{3,4}\.?|1?\d月)"  # Nov, Dez, déc., Mär, 11月 (localized syslog)
-_TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:
+_TAG = r"[A-Za-z0-9_.@/()-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:
 
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.

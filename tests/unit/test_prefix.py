@@ -224,6 +224,14 @@ REAL = [
         "[NV_WARN_NOTHING_TO_DO]",
     ),
     (
+        "2025-08-16T00:03:04.070671-04:00 localhost (udev-worker)[106246]: nvidia: Process '/sbin/modprobe nvidia-drm' "
+        "failed with exit code 1.",
+        "2025-08-16T04:03:04.070671",
+        "absolute",
+        "localhost",
+        "nvidia: Process '/sbin/modprobe nvidia-drm' failed with exit code 1.",
+    ),
+    (
         "[2020-12-14T09:44:58.306] [63532.0] done with job",
         "2020-12-14T09:44:58.306000",
         "naive_utc",
