@@ -47,25 +47,30 @@ def normalize_pci(expr: pl.Expr) -> pl.Expr:
     return pl.when(s.str.len_bytes() == 5).then(pl.lit("0000:") + s).otherwise(s)
 
 
-def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
+def classify_messages(msgs: pl.Series, rs: RuleSet, every_line: bool = False) -> pl.DataFrame:
     """Classify each message; returns one row per input with rule index and fields.
 
     Columns: ``cand`` (passed the prefilter), ``rule_idx`` (null: no rule), ``family``
     (null: caller's default), ``category``, ``severity``, ``action``, ``rule_id``,
-    ``continues``, ``keep`` and the named groups of the rules.
+    ``continues``, ``joins_any``, ``opens``, ``keep`` and the named groups of the rules.
+    ``every_line`` also tries the rules on lines the prefilter drops: only benign rules can
+    match those, which matters for joining dump lines to their event (full mode).
     """
     n = len(msgs)
     base = pl.DataFrame({"msg": msgs.cast(pl.String)}).with_row_index("_row")
-    cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
+    cand = base if every_line else base.filter(pl.col("msg").str.contains(rs.prefilter))
     out = _classify_candidates(cand, rs)
     full = base.select("_row").join(out, on="_row", how="left").sort("_row")
+    passed = msgs.cast(pl.String).str.contains(rs.prefilter) if every_line else pl.col("cand").fill_null(False)
     return (
         full.with_columns(
-            cand=pl.col("cand").fill_null(False),
+            cand=passed,
             category=pl.col("category").fill_null("benign"),
             severity=pl.col("severity").fill_null("info"),
             action=pl.col("action").fill_null("none"),
             continues=pl.col("continues").fill_null(False),
+            joins_any=pl.col("joins_any").fill_null(False),
+            opens=pl.col("opens").fill_null(False),
             keep=pl.col("keep").fill_null(False),
         ).drop("_row")
         if n
@@ -83,6 +88,8 @@ def _empty_result() -> pl.DataFrame:
         "action": pl.String,
         "rule_id": pl.String,
         "continues": pl.Boolean,
+        "joins_any": pl.Boolean,
+        "opens": pl.Boolean,
         "keep": pl.Boolean,
     }
     cols.update({g: (pl.Int32 if g in INT_GROUPS else pl.String) for g in GROUP_NAMES})
@@ -163,6 +170,8 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
             "_rsev": [r.severity for r in rules],
             "_ract": [r.action for r in rules],
             "continues": [r.continues for r in rules],
+            "joins_any": [r.joins_any for r in rules],
+            "opens": [r.opens for r in rules],
             "keep": [r.keep for r in rules],
         }
     )

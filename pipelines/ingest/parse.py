@@ -558,7 +558,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     if frames:
         cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
         boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
-        ev, lines = _events_from_candidates(cand, rs, boots, last_ts)
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, full)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
             "_file",
@@ -617,12 +617,12 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     return out
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
     c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw").str.strip_chars_start("\x00"))).unnest("p")
     c = derive_timestamps(c, boots_by_file=boots or None)
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
-    cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
+    cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 
@@ -643,12 +643,21 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     c = c.with_columns(_jc=is_job & pl.col("raw").str.contains(JOB_CONT_RE))
     exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("raw").str.contains(EXC_LINE_RE)
     # a rule continuation joins the line above only within its own family (an OOM report
-    # line right after an SXid block is a new event)
-    same_family = pl.col("family") == pl.col("family").shift(1)
+    # line right after an SXid block is a new event); dump lines (joins_any) join any event
+    # and are skipped over when the next line compares families
+    own_family = pl.when(~pl.col("joins_any")).then(pl.col("family").fill_null(""))
+    same_family = pl.col("family") == own_family.forward_fill().over("_file").shift(1)
+    # nor a line that names another GPU than the line above it (the next GPU's own failure);
+    # a header line (opens) takes the next line of its family, unless that is a header too
+    other_gpu = (pl.col("gpu_pci") != pl.col("gpu_pci").shift(1)).fill_null(False)
+    after_header = (
+        pl.col("opens").shift(1).fill_null(False) & ~pl.col("opens") & (pl.col("family") == pl.col("family").shift(1))
+    )
     joined = (
         same_file
-        & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
+        & ((pl.col("continues") & (pl.col("joins_any") | same_family)) | after_header | pl.col("_jc") | exc_after)
         & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
+        & ~other_gpu
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
