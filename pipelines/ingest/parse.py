@@ -627,15 +627,21 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     c = c.with_columns(msg=msg)
 
     # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
-    # before them in the same file (in full mode, of the block before too)
+    # before them in the same file (in full mode, of the block before too); raw dmesg seconds
+    # without a boot time keep no time and say so (no_boot_time)
     has_ts = pl.col("ts").is_not_null()
+    no_boot = pl.col("ts_source") == "no_boot_time"
     c = c.with_columns(
-        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
-        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
+        ts_source=pl.when(has_ts | no_boot).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
+        ts=pl.when(~no_boot).then(pl.col("ts").fill_null(strategy="forward").over("_file")),
     )
     if last_ts is not None:
-        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
-    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
+        c = c.with_columns(
+            ts=pl.when(~no_boot).then(pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
+        )
+    c = c.with_columns(
+        ts_source=pl.when(pl.col("ts").is_null() & ~no_boot).then(pl.lit("none")).otherwise(pl.col("ts_source"))
+    )
 
     is_job = pl.col("_kind") == "job"
     same_file = pl.col("_file") == pl.col("_file").shift(1)

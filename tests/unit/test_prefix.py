@@ -178,7 +178,7 @@ REAL = [
         "kernel: [16450076.435584] NVRM: Xid (PCI:0002:00:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 10 "
         "(0x00000004 0x00000040 0x00000000 0x00000000 0x00000000 0x00000000)",
         None,
-        "none",
+        "no_boot_time",
         None,
         "NVRM: Xid (PCI:0002:00:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 10 "
         "(0x00000004 0x00000040 0x00000000 0x00000000 0x00000000 0x00000000)",
