@@ -1,6 +1,6 @@
-"""Score ``faultline classify`` on the real-line corpus (``models/corpus/``): detection, category
-accuracy, per-category precision and recall, Xid/SXid extraction and the unknown share;
-``--misses N`` lists up to N wrong lines of the dev split (never of the reserved one)."""
+"""Score ``faultline classify`` on the real-line corpus (``models/corpus/``): detection, category,
+per-category precision and recall, Xid/SXid extraction, unknown share; ``--kind`` (repeatable) scores
+one kind of line, ``--misses N`` lists up to N wrong lines of the dev split (never of the reserved one)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def _table(name: str, s: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", choices=["dev", "reserved", "both"], default="both")
+    ap.add_argument("--kind", action="append", choices=["kernel", "job", "slurmctld"], help="only lines of this kind")
     ap.add_argument("--misses", type=int, default=0, help="list up to N wrong dev lines")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for split in splits:
         t0 = time.perf_counter()
-        scored = corpus.classify_excerpts(corpus.load(split))
+        lines = [r for r in corpus.load(split) if not args.kind or r["kind"] in args.kind]
+        scored = corpus.classify_excerpts(lines)
         results[split] = corpus.score(scored)
         results[split]["seconds"] = round(time.perf_counter() - t0, 2)
         if split == "dev" and args.misses:

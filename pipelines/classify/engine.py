@@ -44,34 +44,37 @@ def normalize_pci(expr: pl.Expr) -> pl.Expr:
     return pl.when(s.str.len_bytes() == 5).then(pl.lit("0000:") + s).otherwise(s)
 
 
-def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
-    """Classify each message; one row per input: ``cand`` (passed the prefilter), ``rule_idx``
-    (null: no rule), ``family`` (null: caller's default), ``category``, ``severity``, ``action``,
-    ``rule_id``, ``continues``, ``keep`` and the rules' named groups."""
+def classify_messages(msgs: pl.Series, rs: RuleSet, every_line: bool = False) -> pl.DataFrame:
+    """Classify each message; one row per input: ``cand`` (passed the prefilter), ``rule_idx`` (null:
+    no rule), ``family``, ``category``, ``severity``, ``action``, ``rule_id``, ``continues``, ``joins_any``,
+    ``opens``, ``keep`` and the rules' named groups. ``every_line``: rules also try lines the prefilter drops."""
     frame = pl.DataFrame({"msg": msgs.cast(pl.String)})
     uniq = frame.unique("msg", maintain_order=True)
     if uniq.height == frame.height:
-        return _classify_distinct(frame["msg"], rs)
+        return _classify_distinct(frame["msg"], rs, every_line)
     # a verdict depends on the message alone: floods repeat few messages many times
-    res = _classify_distinct(uniq["msg"], rs).with_columns(_msg=uniq["msg"])
+    res = _classify_distinct(uniq["msg"], rs, every_line).with_columns(_msg=uniq["msg"])
     return frame.join(res, left_on="msg", right_on="_msg", how="left", maintain_order="left", nulls_equal=True).drop(
         "msg"
     )
 
 
-def _classify_distinct(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
+def _classify_distinct(msgs: pl.Series, rs: RuleSet, every_line: bool = False) -> pl.DataFrame:
     n = len(msgs)
     base = pl.DataFrame({"msg": msgs}).with_row_index("_row")
-    cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
+    cand = base if every_line else base.filter(pl.col("msg").str.contains(rs.prefilter))
     out = _classify_candidates(cand, rs)
     full = base.select("_row").join(out, on="_row", how="left").sort("_row")
+    passed = msgs.cast(pl.String).str.contains(rs.prefilter) if every_line else pl.col("cand").fill_null(False)
     return (
         full.with_columns(
-            cand=pl.col("cand").fill_null(False),
+            cand=passed,
             category=pl.col("category").fill_null("benign"),
             severity=pl.col("severity").fill_null("info"),
             action=pl.col("action").fill_null("none"),
             continues=pl.col("continues").fill_null(False),
+            joins_any=pl.col("joins_any").fill_null(False),
+            opens=pl.col("opens").fill_null(False),
             keep=pl.col("keep").fill_null(False),
         ).drop("_row")
         if n
@@ -89,6 +92,8 @@ def _empty_result() -> pl.DataFrame:
         "action": pl.String,
         "rule_id": pl.String,
         "continues": pl.Boolean,
+        "joins_any": pl.Boolean,
+        "opens": pl.Boolean,
         "keep": pl.Boolean,
     }
     cols.update({g: (pl.Int32 if g in INT_GROUPS else pl.String) for g in GROUP_NAMES})
@@ -166,6 +171,8 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
             "_rsev": [r.severity for r in rules],
             "_ract": [r.action for r in rules],
             "continues": [r.continues for r in rules],
+            "joins_any": [r.joins_any for r in rules],
+            "opens": [r.opens for r in rules],
             "keep": [r.keep for r in rules],
         }
     )

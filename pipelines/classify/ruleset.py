@@ -40,6 +40,8 @@ class Rule:
     action: str | None
     keywords: tuple[str, ...]
     continues: bool
+    joins_any: bool  # a continuation that joins the event above whatever its family (dump lines)
+    opens: bool  # a header: the next line of its family joins it (GPU identity before an Xid)
     keep: bool
     groups: tuple[str, ...]
 
@@ -135,7 +137,9 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                     severity=r.get("severity"),
                     action=r.get("action"),
                     keywords=tuple(r.get("keywords") or ()),
-                    continues=bool(r.get("continues", False)),
+                    continues=bool(r.get("continues", False) or r.get("joins_any", False)),
+                    joins_any=bool(r.get("joins_any", False)),
+                    opens=bool(r.get("opens", False)),
                     keep=bool(r.get("keep", False)),
                     groups=groups,
                 )

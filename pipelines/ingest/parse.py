@@ -61,6 +61,7 @@ PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit 
     ("rfc5424", "iso5424"),
     ("dmesg_iso", "diso"),
     ("rfc3339_syslog", "iso"),
+    ("talos", "talos"),
     ("bsd_syslog", "bsd"),
     ("kmsg", "kmsg_us"),
     ("raw_dmesg", "mono"),
@@ -69,6 +70,7 @@ PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit 
     ("dmesg_relative", "rel"),
     ("slurm", "slurm"),
     ("fabric_manager", "fm"),
+    ("gpfs", "mmfs"),
     ("python_logging", "pylog"),
     ("glog", "glog"),
 ]
@@ -576,7 +578,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     if frames:
         cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
         boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
-        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, collapse=not full)
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, full)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
             "_file",
@@ -751,14 +753,14 @@ def _flood_ends(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_fk", "_flood_end")
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, collapse: bool = True):
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
     raw = pl.col("raw")
     if c.height and c["raw"].str.starts_with("\x00").any():
         raw = raw.str.strip_chars_start("\x00")
     c = c.sort("_file", "line_no").with_columns(p=split_prefix(raw)).unnest("p")
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
-    cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
+    cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 
@@ -768,36 +770,53 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     c = c.with_columns(_jc=is_job & pl.col("raw").str.contains(JOB_CONT_RE))
     exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("raw").str.contains(EXC_LINE_RE)
     # a rule continuation joins the line above only within its own family (an OOM report
-    # line right after an SXid block is a new event)
-    same_family = pl.col("family") == pl.col("family").shift(1)
+    # line right after an SXid block is a new event); dump lines (joins_any) join any event
+    # and are skipped over when the next line compares families
+    own_family = pl.when(~pl.col("joins_any")).then(pl.col("family").fill_null(""))
+    same_family = pl.col("family") == own_family.forward_fill().over("_file").shift(1)
+    # nor a line that names another GPU than the line above it (the next GPU's own failure);
+    # a header line (opens) takes the next line of its family, unless that is a header too
+    other_gpu = (pl.col("gpu_pci") != pl.col("gpu_pci").shift(1)).fill_null(False)
+    after_header = (
+        pl.col("opens").shift(1).fill_null(False) & ~pl.col("opens") & (pl.col("family") == pl.col("family").shift(1))
+    )
     joined = (
         same_file
-        & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
+        & ((pl.col("continues") & (pl.col("joins_any") | same_family)) | after_header | pl.col("_jc") | exc_after)
         & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
+        & ~other_gpu
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
-    c = _collapse_floods(c) if collapse else c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False))
+    c = c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False)) if full else _collapse_floods(c)
 
     c = derive_timestamps(c, boots_by_file=boots or None)
     # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
-    # before them in the same file (in full mode, of the block before too)
+    # before them in the same file (in full mode, of the block before too); raw dmesg seconds
+    # without a boot time keep no time and say so (no_boot_time)
     has_ts = pl.col("ts").is_not_null()
+    no_boot = pl.col("ts_source") == "no_boot_time"
     c = c.with_columns(
-        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
-        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
+        ts_source=pl.when(has_ts | no_boot).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
+        ts=pl.when(~no_boot).then(pl.col("ts").fill_null(strategy="forward").over("_file")),
     )
     if last_ts is not None:
-        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
-    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
+        c = c.with_columns(
+            ts=pl.when(~no_boot).then(pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
+        )
+    c = c.with_columns(
+        ts_source=pl.when(pl.col("ts").is_null() & ~no_boot).then(pl.lit("none")).otherwise(pl.col("ts_source"))
+    )
     c = _flood_ends(c)
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
+    # "kernel:" in front of a stamp is the syslog tag of a line whose host was cut off
+    pdsh = pl.when(pl.col("pdsh") != "kernel").then(pl.col("pdsh"))
     node_from_line = pl.coalesce(
-        pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424")
+        pl.col("node"), pdsh, pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424"), pl.col("host_ctime")
     )
     node = (
         pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
-        .then(pl.coalesce(pl.col("pdsh"), pl.col("_node_ctx")))
+        .then(pl.coalesce(pdsh, pl.col("_node_ctx")))
         .otherwise(pl.coalesce(node_from_line, pl.col("_node_ctx")))
     )
     c = c.with_columns(

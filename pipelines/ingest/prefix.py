@@ -10,8 +10,8 @@ import re
 import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_MON = r"[^\W\d_]{3,4}\.?"  # Nov, Dez, déc., Mär (localized syslog)
-_TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:
+_MON = r"(?:[^\W\d_]{3,4}\.?|1?\d月)"  # Nov, Dez, déc., Mär, 11月 (localized syslog)
+_TAG = r"[A-Za-z0-9_.@/()-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:
 
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.
@@ -25,29 +25,35 @@ _ALTS = [
     r"(?:[a-z]+\s*:[a-z]+\s*:\s)?(?P<diso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d|Z)?)\s",
     # RFC 3339 syslog / journald short-iso, optional host (journalctl --no-hostname)
     rf"(?P<iso>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\s+(?:(?P<host_iso>{_HOST})\s+)?(?P<tag_iso>{_TAG})\s?",
+    # Talos / syslog-over-network: "kern: warning: [2026-11-24T03:14:07.123456789Z]: msg"
+    r"[a-z]+: [a-z]+: \[(?P<talos>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]:\s",
     # BSD syslog (no year)
     rf"(?P<bsd>{_MON}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d)\s+(?:(?P<host_bsd>{_HOST})\s+)?(?P<tag_bsd>{_TAG})\s?",
     # /dev/kmsg record: priority,sequence,usec,flags;
     r"(?P<kmsg_pri>\d{1,3}),\d+,(?P<kmsg_us>\d+),[^;]*;",
     # raw dmesg, optional printk level
     r"(?:<\d{1,3}>)?\[\s*(?P<mono>\d+\.\d+)\]\s?",
-    # dmesg -T (local wall clock, no zone)
-    r"\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d{1,2} \d\d:\d\d:\d\d \d{4})\]\s?",
+    # dmesg -T (local wall clock, no zone; localized day and month names), -x in front, a
+    # syslog host and kernel tag after
+    rf"(?:[a-z]+\s*:[a-z]+\s*:\s)?\[(?P<ctime>{_MON} {_MON}\s+\d{{1,2}} \d\d:\d\d:\d\d \d{{4}})\]\s?(?:(?P<host_ctime>{_HOST})\s+kernel:\s)?",
     # dmesg -H: [Nov24 03:14] and the relative [  +0.000812]
     r"\[(?P<hmon>[A-Z][a-z]{2})(?P<hday>\d{1,2}) (?P<htime>\d\d:\d\d)\]\s?",
     r"\[\s*\+(?P<rel>\d+\.\d+)\]\s?",
     # slurmctld / slurmd: [2026-11-24T03:14:07.123]
     r"\[(?P<slurm>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]\s",
+    # GPFS (mmfs.log): 2026-11-24_03:14:07.123+0100:
+    r"(?P<mmfs>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:?\d\d):\s",
     # fabric manager: [Nov 24 2026 03:14:07]
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
     # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
     r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
     # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
     r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./-]+:\d+\]\s?",
+    # a bare kernel tag (syslog with host and time cut off): "kernel: msg"
+    r"(?P<ktag>kernel):\s",
 ]
-PREFIX_RE = (
-    _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
-)
+_INNER_MONO = r"(?:\[\s*(?P<inner_mono>\d+\.\d{6})\]\s?)?"  # printk's stamp inside a syslog line
+PREFIX_RE = _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + _INNER_MONO + r"(?P<msg>.*)$"
 
 MONTHS = {
     # English, German, French, Spanish, Italian, Dutch abbreviations seen in localized syslog
@@ -80,6 +86,8 @@ MONTHS = {
     "lug": 7,
     "set": 9,
     "ott": 10,
+    "fev": 2,
+    "out": 10,
     "mrt": 3,
     "mei": 5,
     "okt.": 10,
@@ -100,7 +108,8 @@ def split_prefix(raw: pl.Expr) -> pl.Expr:
 
 def _month_expr(name: pl.Expr) -> pl.Expr:
     key = name.str.to_lowercase().str.strip_chars(".")
-    return key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32)
+    numbered = key.str.extract(r"^(\d{1,2})月$", 1).cast(pl.Int32, strict=False)  # CJK: 11月
+    return pl.coalesce(key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32), numbered)
 
 
 def _year_for(month: pl.Expr, ref: pl.Expr) -> pl.Expr:
@@ -115,7 +124,8 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
 
 
 #: prefix fields a wall-clock stamp is read from
-STAMP_FIELDS = ("iso5424", "iso", "diso", "slurm", "pylog", "ctime", "fm", "bsd", "glog", "hmon", "hday", "htime")
+_NOT_STAMP = {"msg", "rank_label", "srun_label", "pdsh", "kmsg_pri", "kmsg_us", "mono", "rel", "inner_mono", "glog_lvl"}
+STAMP_FIELDS = tuple(f for f in PREFIX_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag")))
 MAX_MONO_SECONDS = 1e10  # seconds since boot beyond this (~317 years) are malformed
 _TS_MIN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _TS_MAX = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
@@ -142,7 +152,7 @@ def derive_timestamps(
     if "_file" not in p.columns:
         p = p.with_columns(_file=pl.lit(0, pl.Int32))
     ref = c("_ref_date")
-    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"))
+    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"), c("talos"), c("mmfs").str.replace("_", "T", literal=True))
     zoned = (
         zoned.str.replace(",", ".", literal=True)
         .str.replace(r"Z$", "+00:00")
@@ -154,10 +164,10 @@ def derive_timestamps(
         c("pylog").str.replace(",", ".", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
-    ctime_ts = (
-        c("ctime")
-        .str.replace_all(r"\s+", " ")
-        .str.to_datetime("%a %b %d %H:%M:%S %Y", strict=False, time_unit="us", time_zone="UTC")
+    ctime_parts = c("ctime").str.extract_groups(r"^\S+ (?P<m>\S+)\s+(?P<d>\d+) (?P<t>\S+) (?P<y>\d{4})$")
+    ctime_m = _month_expr(ctime_parts.struct.field("m"))
+    ctime_ts = _from_parts(
+        ctime_parts.struct.field("y"), ctime_m, ctime_parts.struct.field("d"), ctime_parts.struct.field("t")
     )
     fm_ts = c("fm").str.to_datetime("%b %d %Y %H:%M:%S", strict=False, time_unit="us", time_zone="UTC")
 

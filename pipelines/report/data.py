@@ -10,6 +10,7 @@ import duckdb
 import polars as pl
 
 from ..lake import queries as Q
+from .headline import SQL_MACRO, header_pattern
 from .sanitize import slug
 
 MAX_JOBS = 200  # failed jobs listed, each with a postmortem
@@ -256,7 +257,7 @@ WITH f AS (
            coalesce(nullif(regexp_extract(decided_by, '^(?:node|job):([^+]+)', 1), ''),
                     split_part(decided_by, '+', 1)) AS rule,
            known_issue_id, original_root_cause IS NOT NULL AS overridden, ended AS ts, gpu_hours_lost,
-           split_part(evidence, chr(10), 1) AS line
+           headline(evidence, $headers) AS line
     FROM job_failures
     -- the infrastructure's failures, user-blamed ones a node's kernel decided (Xid 13/31, OOM
     -- kills), and whatever an entry covers; user code and the scheduler alone are not listed
@@ -264,7 +265,7 @@ WITH f AS (
        OR decided_by LIKE 'node:%' OR known_issue_id IS NOT NULL
     UNION ALL
     SELECT 'incident', provider, cluster, category, rule_ids[1], known_issue_id,
-           original_category IS NOT NULL, first_ts, CAST(NULL AS DOUBLE), split_part(sample, chr(10), 1)
+           original_category IS NOT NULL, first_ts, CAST(NULL AS DOUBLE), headline(sample, $headers)
     FROM incidents WHERE severity IN ('error', 'critical')
 ), s AS (
     SELECT *, CAST(timezone('UTC', ts) AS DATE) AS day,
@@ -290,7 +291,8 @@ def known_issues(con, day: dt.date) -> dict[str, Any]:
     if views.is_empty():
         return {"available": False}  # analytics written before the known-issues registry
     entries = Q.run_sql(con, "SELECT * FROM known_issues ORDER BY gpu_hours_lost_since_opened DESC, known_issue_id")
-    night = Q.run_sql(con, _NIGHT_SIGNATURES, {"day": day})
+    con.execute(SQL_MACRO)
+    night = Q.run_sql(con, _NIGHT_SIGNATURES, {"day": day, "headers": header_pattern()})
     overridden = Q.run_sql(
         con,
         "SELECT job_id, provider, cluster, original_root_cause, root_cause, original_action, action, "

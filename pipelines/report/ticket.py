@@ -14,6 +14,7 @@ import duckdb
 import polars as pl
 
 from ..lake.queries import QueryError, run_query, run_sql
+from .headline import headline
 from .sanitize import md_escape
 
 TIMELINE_ROWS = 80
@@ -88,7 +89,7 @@ def gather(
         key,
     )
     deciding = [
-        {"ts": i["first_ts"], "what": f"incident {i['category']} ({i['severity']})", "line": _first(i["sample"])}
+        {"ts": i["first_ts"], "what": f"incident {i['category']} ({i['severity']})", "line": headline(i["sample"])}
         for i in incidents
     ]
     seen = {d["line"] for d in deciding}
@@ -163,10 +164,6 @@ def gather(
     }
 
 
-def _first(text: str | None) -> str:
-    return (text or "").split("\n", 1)[0]
-
-
 _EVIDENCE = re.compile(
     r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\] \S+ (.*?)(?: \(\+\d+ watchdog timeout line.*)?(?:; culprit by \w+)?$"
 )
@@ -175,11 +172,12 @@ _EVIDENCE = re.compile(
 def _evidence(text: str | None) -> tuple[dt.datetime | None, str]:
     """A job's evidence as (the deciding line's time, the line), without the time and node
     faultline put in front and the watchdog counts it put after."""
-    first = _first(text)
+    first, _, rest = (text or "").partition("\n")
     m = _EVIDENCE.match(first)
     if not m:
-        return None, first
-    return dt.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc), m.group(2)
+        return None, headline(text)
+    line = headline(f"{m.group(2)}\n{rest}" if rest else m.group(2))
+    return dt.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc), line
 
 
 def _driver(row: dict | None) -> str | None:
@@ -194,8 +192,9 @@ def _gpus(con, key: dict, involved: set) -> list[dict]:
     A serial line follows its GPU's identity line, so each serial goes to the identity line before it."""
     ident = run_sql(
         con,
-        "SELECT source, line_no, ts, gpu_pci, gpu_uuid FROM events WHERE node = $node AND provider = $provider "
-        "AND cluster = $cluster AND rule_id = 'nvrm_gpu_identity' AND gpu_pci IS NOT NULL",
+        "SELECT source, line_no, ts, gpu_pci, gpu_uuid, gpu_serial FROM events WHERE node = $node "
+        "AND provider = $provider AND cluster = $cluster AND gpu_pci IS NOT NULL "
+        "AND (rule_id = 'nvrm_gpu_identity' OR gpu_uuid IS NOT NULL)",
         key,
     )
     serial = run_sql(
@@ -205,6 +204,8 @@ def _gpus(con, key: dict, involved: set) -> list[dict]:
         key,
     )
     involved = {g for g in involved if g}
+    # an identity header joined to its Xid carries the serial on the event itself
+    parts = [ident.select("gpu_pci", "ts", "gpu_serial")]
     if ident.height and serial.height:
         paired = serial.sort("source", "line_no").join_asof(
             ident.sort("source", "line_no").select("source", "line_no", "gpu_pci", "ts"),
@@ -213,14 +214,14 @@ def _gpus(con, key: dict, involved: set) -> list[dict]:
             strategy="backward",
             check_sortedness=False,
         )
-        serials = (
-            paired.filter(pl.col("gpu_pci").is_not_null() & (pl.col("gpu_serial").fill_null("") != ""))
-            .sort("ts", nulls_last=False)
-            .group_by("gpu_pci", maintain_order=True)
-            .agg(pl.col("gpu_serial").unique(maintain_order=True))
-        )
-    else:
-        serials = pl.DataFrame(schema={"gpu_pci": pl.String, "gpu_serial": pl.List(pl.String)})
+        parts.append(paired.select("gpu_pci", "ts", "gpu_serial"))
+    serials = (
+        pl.concat(parts)
+        .filter(pl.col("gpu_pci").is_not_null() & (pl.col("gpu_serial").fill_null("") != ""))
+        .sort("ts", nulls_last=False)
+        .group_by("gpu_pci", maintain_order=True)
+        .agg(pl.col("gpu_serial").unique(maintain_order=True))
+    )
     uuids = (
         ident.sort("ts", nulls_last=False)
         .group_by("gpu_pci", maintain_order=True)

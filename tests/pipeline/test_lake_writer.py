@@ -49,7 +49,7 @@ def test_a_remembered_frame_is_exactly_what_the_file_reads_back(tables, warehous
         assert_frame_equal(hit, lake.read_partition(wh, table, *PART))
     ev = core_events(lake_writer.read(wh, "raw_kernel_events", *PART), lake_writer.read(wh, "raw_job_events", *PART))
     lake_writer.write_many(wh, {"events": ev}, *PART)
-    assert ev.height == 8
+    assert ev.height == 7
     assert_frame_equal(lake_writer.read(wh, "events", *PART), lake.read_partition(wh, "events", *PART))
 
 

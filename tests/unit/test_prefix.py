@@ -147,3 +147,107 @@ def test_reboot_in_the_day_uses_the_next_boot():
         dt.datetime(2026, 11, 24, 1, 53, 20, tzinfo=dt.timezone.utc),
         dt.datetime(2026, 11, 24, 6, 0, 10, 500000, tzinfo=dt.timezone.utc),
     ]
+
+
+# Real lines (models/corpus/dev.jsonl) whose prefixes the synthetic cases above do not cover:
+# (line, ts (UTC, ISO) or None, ts_source, node, message).
+REAL = [
+    (
+        "[Ter Set 19 06:01:41 2017] pciehp 0000:02:05.0:pcie24: slot(6): Link Down event",
+        "2017-09-19T06:01:41",
+        "naive_utc",
+        None,
+        "pciehp 0000:02:05.0:pcie24: slot(6): Link Down event",
+    ),
+    (
+        "[Sun Dec  1 14:54:40 2024] ny2g1r12hh2 kernel: mlx5_core 0000:5c:00.0: mlx5_pcie_event:299:(pid 268269): "
+        "Detected insufficient power on the PCIe slot (27W).",
+        "2024-12-01T14:54:40",
+        "naive_utc",
+        "ny2g1r12hh2",
+        "mlx5_core 0000:5c:00.0: mlx5_pcie_event:299:(pid 268269): Detected insufficient power on the PCIe slot (27W).",
+    ),
+    (
+        "daemon:info  : [Fri Apr  7 00:05:31 2023] systemd[1]: Starting Load Kernel Module pstore_zone...",
+        "2023-04-07T00:05:31",
+        "naive_utc",
+        None,
+        "systemd[1]: Starting Load Kernel Module pstore_zone...",
+    ),
+    (
+        "kernel: [16450076.435584] NVRM: Xid (PCI:0002:00:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 10 "
+        "(0x00000004 0x00000040 0x00000000 0x00000000 0x00000000 0x00000000)",
+        None,
+        "no_boot_time",
+        None,
+        "NVRM: Xid (PCI:0002:00:00): 145, RLW_REMAP Nonfatal XC1 i0 Link 10 "
+        "(0x00000004 0x00000040 0x00000000 0x00000000 0x00000000 0x00000000)",
+    ),
+    (
+        "kernel: NVRM: knvlinkDiscoverPostRxDetLinks_GB100_REV2: Getting peer17 postRxDetLinkMask failed!",
+        None,
+        "none",
+        None,
+        "NVRM: knvlinkDiscoverPostRxDetLinks_GB100_REV2: Getting peer17 postRxDetLinkMask failed!",
+    ),
+    (
+        "kernel: Jan 21 11:18:36 kernel: mlx5_core 0000:01:00.0: mlx5_pcie_event:326:(pid 165): "
+        "Detected insufficient power on the PCIe slot (27W).",
+        "2026-01-21T11:18:36",
+        "yearless",
+        None,
+        "mlx5_core 0000:01:00.0: mlx5_pcie_event:326:(pid 165): Detected insufficient power on the PCIe slot (27W).",
+    ),
+    (
+        "css2-g55-001: 2024-11-23_03:04:13.799+0800: [N] This node will be expelled from cluster gpfscluster.gpfs "
+        "due to expel msg from 10.192.1.1",
+        "2024-11-22T19:04:13.799000",
+        "absolute",
+        "css2-g55-001",
+        "[N] This node will be expelled from cluster gpfscluster.gpfs due to expel msg from 10.192.1.1",
+    ),
+    (
+        "192.168.11.119: kern: warning: [2026-04-22T21:27:51.291660856Z]: NVRM: kflcnCoreDumpNondestructive_IMPL: "
+        "TRACE: 08 = 0x0000000004d4b1a0",
+        "2026-04-22T21:27:51.291660",
+        "absolute",
+        "192.168.11.119",
+        "NVRM: kflcnCoreDumpNondestructive_IMPL: TRACE: 08 = 0x0000000004d4b1a0",
+    ),
+    (
+        "11月 15 14:15:47 leon-NF5468M6 nv-fabricmanager[4177]: request to query NVSwitch device information from "
+        "NVSwitch driver failed with error:WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]",
+        "2026-11-15T14:15:47",
+        "yearless",
+        "leon-NF5468M6",
+        "request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to do "
+        "[NV_WARN_NOTHING_TO_DO]",
+    ),
+    (
+        "2025-08-16T00:03:04.070671-04:00 localhost (udev-worker)[106246]: nvidia: Process '/sbin/modprobe nvidia-drm' "
+        "failed with exit code 1.",
+        "2025-08-16T04:03:04.070671",
+        "absolute",
+        "localhost",
+        "nvidia: Process '/sbin/modprobe nvidia-drm' failed with exit code 1.",
+    ),
+    (
+        "[2020-12-14T09:44:58.306] [63532.0] done with job",
+        "2020-12-14T09:44:58.306000",
+        "naive_utc",
+        None,
+        "[63532.0] done with job",
+    ),
+]
+
+
+@pytest.mark.parametrize("line,ts,src,node,msg", REAL, ids=[c[0][:40] for c in REAL])
+def test_real_prefix_variant(line, ts, src, node, msg):
+    import io
+
+    from faultline.ingest.parse import SourceContext, parse_stream
+
+    ctx = SourceContext(source="x", kind="kernel", ref_date=dt.date(2026, 11, 24), full=True)
+    row = parse_stream(io.BytesIO((line + "\n").encode()), ctx).per_line.row(0, named=True)
+    got_ts = row["ts"].replace(tzinfo=None).isoformat() if row["ts"] else None
+    assert (got_ts, row["ts_source"], row["node"], row["msg"]) == (ts, src, node, msg)

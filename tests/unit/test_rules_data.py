@@ -32,7 +32,20 @@ GROUP_NAMES = {
     "recovery_action",
 }
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
-RULE_KEYS = {"id", "keywords", "pattern", "category", "severity", "action", "continues", "keep", "examples", "family"}
+RULE_KEYS = {
+    "id",
+    "keywords",
+    "pattern",
+    "category",
+    "severity",
+    "action",
+    "continues",
+    "joins_any",
+    "opens",
+    "keep",
+    "examples",
+    "family",
+}
 FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch", "cuda", "slurm", "boot"}
 
 # The Xid table of docs/taxonomy.md: code -> the project's category.
@@ -173,6 +186,8 @@ def test_rule_schema(rule_id):
     else:
         assert r.get("severity", "info") in SEVERITIES and r.get("action", "none") in ACTIONS
     assert isinstance(r.get("continues", False), bool)
+    assert isinstance(r.get("joins_any", False), bool)
+    assert isinstance(r.get("opens", False), bool)
     assert isinstance(r.get("keep", False), bool)
     if r.get("keep"):
         assert r["category"] == "benign", "keep only matters for benign matches"
