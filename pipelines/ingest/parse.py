@@ -643,10 +643,12 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     # a rule continuation joins the line above only within its own family (an OOM report
     # line right after an SXid block is a new event)
     same_family = pl.col("family") == pl.col("family").shift(1)
+    # nothing continues an overlong line: it is quarantined, and would take the event with it
     joined = (
         same_file
         & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
         & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
+        & ~pl.col("_long").shift(1)
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
