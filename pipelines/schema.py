@@ -274,7 +274,7 @@ ANALYTICS_TABLES = (
             ),
             ("node_list", S, "the compressed node list"),
             ("culprit_rank", I64, "the global rank at fault, or null"),
-            ("symptoms", I64, "evidence lines of the job besides the deciding ones (the cascade)"),
+            ("symptoms", I64, "evidence events of the job besides the deciding ones (the cascade)"),
             ("evidence_events", LS, "event_id of the deciding line(s), the first one deciding"),
         ),
         "analytics",

@@ -312,6 +312,12 @@ def _culprit(v: dict) -> str:
     return ", ".join(p for p in parts if p) or "not named by these lines"
 
 
+def _no_lines(d: Diagnosis) -> str:
+    if d.verdict["decided_by"].startswith("state:") and d.verdict["root_cause"] != "unknown":
+        return f"no error line decided: the job's final state {d.job['state']} did"
+    return "no error line in these files"
+
+
 def render_text(d: Diagnosis) -> str:
     """The verdict for a terminal; log text is made safe (no escape sequences)."""
     from ..report.sanitize import terminal as t
@@ -328,7 +334,7 @@ def render_text(d: Diagnosis) -> str:
             head = "evidence    " if i == 0 else "            "
             out.append(f"{head}{t(e['source'])}:{e['line_no']}  [{t(e['category'])}]  {t(e['text'], max_len=300)}")
     else:
-        out.append(f"evidence    {t(v['evidence'], max_len=300)}")
+        out.append(f"evidence    {t(_no_lines(d))}")
     n = v["symptoms"]
     out.append(f"symptoms    {n} other error line(s) in the evidence (the cascade)" if n else "symptoms    none")
     for i, step in enumerate(d.next_steps):
@@ -359,7 +365,7 @@ def render_markdown(d: Diagnosis) -> str:
     ]
     out += [f"- {m(e['source'])}:{e['line_no']} ({m(e['category'])}): {m(e['text'], max_len=300)}" for e in d.evidence]
     if not d.evidence:
-        out.append(f"- {m(v['evidence'], max_len=300)}")
+        out.append(f"- {m(_no_lines(d))}")
     out += ["", "Next:", ""] + [f"- {m(s)}" for s in d.next_steps]
     if d.notes:
         out += ["", "Notes:", ""] + [f"- {m(n, max_len=300)}" for n in d.notes]
