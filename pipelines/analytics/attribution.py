@@ -313,7 +313,7 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_PICK = ("event_id", "ts", "source", "origin", "category", "_worker", "_exhausted", "_save_failed")
+_PICK = ("event_id", "ts", "source", "origin", "tier", "category", "_worker", "_exhausted", "_save_failed")
 
 
 def _first(name: str, cond: pl.Expr) -> list[pl.Expr]:
@@ -332,6 +332,7 @@ def _decide(
     firsts = ev.group_by(JOB_KEY, maintain_order=True).agg(
         *_first("a", tier.is_in([1, 2])),  # the first specific error
         *_first("h", tier == 1),  # the first hardware or driver error
+        *_first("n", (tier == 1) & (pl.col("origin") == "node")),  # ... on the job's nodes
         pl.col("event_id").filter(pl.col("_desync")).first().alias("d_event_id"),
         pl.col("event_id").filter(pl.col("_exhaustion")).first().alias("e_event_id"),
         pl.col("event_id").filter(pl.col("_exhausted")).first().alias("x_event_id"),
@@ -346,19 +347,24 @@ def _decide(
     )
     mask = pl.duration(seconds=cfg.hardware_masks_user_s)
     # a hardware fault beats the user-code error in another file that follows it (or precedes
-    # it by less than the mask: the kernel's line may come late); within a file, line order
-    hw_first = (
-        pl.col("h_event_id").is_not_null()
-        & (pl.col("a_event_id") != pl.col("h_event_id"))
+    # it by less than the mask: the kernel's line may come late), and a fault on the job's nodes
+    # beats the hardware error the job printed about it the same way; within a file, line order
+    hw_user = (
+        (pl.col("a_tier") == 2)
+        & pl.col("h_event_id").is_not_null()
         & (pl.col("h_source") != pl.col("a_source"))
         & (pl.col("h_ts") <= pl.col("a_ts") + mask)
     )
+    hw_node = (
+        (pl.col("a_tier") == 1)
+        & (pl.col("a_origin") == "job")
+        & pl.col("n_event_id").is_not_null()
+        & (pl.col("n_ts") <= pl.col("a_ts") + mask)
+    )
+    pick = lambda c: pl.when(hw_user).then(f"h_{c}").when(hw_node).then(f"n_{c}").otherwise(f"a_{c}")  # noqa: E731
     firsts = firsts.with_columns(
-        c_event_id=pl.when(hw_first).then("h_event_id").otherwise("a_event_id"),
-        **{
-            f"c_{c}": pl.when(hw_first).then(f"h_{c}").otherwise(f"a_{c}")
-            for c in ("category", "_worker", "_exhausted", "_save_failed")
-        },
+        c_event_id=pick("event_id"),
+        **{f"c_{c}": pick(c) for c in ("category", "_worker", "_exhausted", "_save_failed")},
     )
     has = lambda k: pl.col(f"{k}_event_id").is_not_null()  # noqa: E731
     c_user, no_c = pl.col("c_category") == "user_app", ~has("c")

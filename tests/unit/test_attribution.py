@@ -22,9 +22,9 @@ from faultline.ingest.sacct import parse_sacct
 from faultline.schema import EVENTS
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "jobs" / "dev"
-DAY = "2026-11-24"
+DAY, IB_DAY = "2026-11-24", "2026-09-09"
 HEADER = "JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason\n"
-ROW = "{id}|train|alice|gpu|{nodes}|{n}|cpu=8,gres/gpu={g},node={n}|{day}T01:00:00|{day}T01:00:00|{day}T03:24:30|02:24:30|FAILED|1:0|None\n"
+ROW = "{id}|train|alice|gpu|{nodes}|{n}|cpu=8,gres/gpu={g},node={n}|{day}T01:00:00|{day}T01:00:00|{day}T{end}|{elapsed}|FAILED|1:0|None\n"
 
 
 def case(name: str) -> str:
@@ -96,14 +96,22 @@ def failures(tmp_path_factory) -> dict[str, dict]:
     rows = []
     for job_id, (nodes, text) in JOBS.items():
         n = 2 if "[" in nodes else 1
-        rows.append(ROW.format(id=job_id, nodes=nodes, n=n, g=8 * n, day=DAY))
+        rows.append(ROW.format(id=job_id, nodes=nodes, n=n, g=8 * n, day=DAY, end="03:24:30", elapsed="02:24:30"))
         if text:
             write(day / "jobs" / job_id / f"slurm-{job_id}.log", text)
     write(day / "slurm" / "sacct.txt", HEADER + "".join(rows))
     write(day / "kernel" / "n9.log", XID79)
-    pt = ingest_partition(root, "acme", "c1", DAY)
-    days = covered_days([("acme", "c1", dt.date.fromisoformat(DAY))])
-    t = compute(pt.events, pt.jobs, pt.flight, read_inventory(root), days)["job_failures"]
+    # a partition of the day nccl-2397's output is stamped with: an IB completion error the job
+    # printed, the link going down on its node 27 s later
+    day2 = root / "acme" / "c1" / IB_DAY
+    row = ROW.format(id="12", nodes="n1", n=1, g=8, day=IB_DAY, end="10:50:00", elapsed="09:50:00")
+    write(day2 / "slurm" / "sacct.txt", HEADER + row)
+    write(day2 / "jobs" / "12" / "slurm-12.log", lines("nccl-2397-shrink-excluded-ranks-exit-ib-retry", 3))
+    write(day2 / "kernel" / "n1.log", "Sep  9 10:47:00 n1 kernel: mlx5_core 0000:5e:00.0 ibp94s0: Link down\n")
+    pts = [ingest_partition(root, "acme", "c1", d) for d in (DAY, IB_DAY)]
+    days = covered_days([("acme", "c1", dt.date.fromisoformat(d)) for d in (DAY, IB_DAY)])
+    tables = [pl.concat([getattr(p, t) for p in pts]) for t in ("events", "jobs", "flight")]
+    t = compute(*tables, read_inventory(root), days)["job_failures"]
     assert t.select("provider", "cluster", "job_id").n_unique() == t.height
     return {r["job_id"]: r for r in t.iter_rows(named=True)}
 
@@ -154,6 +162,10 @@ def test_the_rank_in_another_collective_is_the_suspect(failures):
     assert failures["9"]["culprit_rank"] == 0
 
 
+def test_a_fault_on_the_node_beats_the_hardware_error_the_job_printed_about_it(failures):
+    assert verdict(failures["12"]) == ("network", "node:mlx5_link_down", "n1", None)
+
+
 def test_one_kernel_fault_decides_every_job_it_killed(failures):
     for job_id in ("10", "11"):
         assert verdict(failures[job_id])[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n9")
@@ -185,9 +197,9 @@ def test_a_cuda_error_the_watchdog_reraises_takes_the_cuda_errors_category():
         ],
         schema=EVENTS,
     )
-    jobs = parse_sacct(HEADER + ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY)).jobs.with_columns(
-        provider=pl.lit("acme"), cluster=pl.lit("c1")
-    )
+    jobs = parse_sacct(
+        HEADER + ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY, end="03:24:30", elapsed="02:24:30")
+    ).jobs.with_columns(provider=pl.lit("acme"), cluster=pl.lit("c1"))
     rs = load_ruleset()
     j = attribute_failures(jobs, ev, None, rs.taxonomy.domains, rs=rs).row(0, named=True)
     assert verdict(j) == ("user_app", "job:some_watchdog_rule+watchdog_reraise", None, 11)
