@@ -328,6 +328,8 @@ def _decide(
     cfg: AnalyticsConfig,
     rs: RuleSet,
 ) -> pl.DataFrame:
+    """Each job's deciding event (the first of its kind in causal order, then the readings of
+    the cascade), and from it the root cause, culprit, confidence, action and evidence."""
     tier, cat = pl.col("tier"), pl.col("category")
     firsts = ev.group_by(JOB_KEY, maintain_order=True).agg(
         *_first("a", tier.is_in([1, 2])),  # the first specific error
