@@ -1,8 +1,6 @@
 """The bare parse of a landing folder: ``ingest_partition`` for every partition, in worker
 processes like the pipeline's, with no Dagster and no lake writes. Prints one JSON line.
-
-    python bench/bare_parse.py LANDING [--workers N]
-"""
+Usage: python bench/bare_parse.py LANDING [--workers N]"""
 
 from __future__ import annotations
 
@@ -30,6 +28,7 @@ def parse_one(landing: str, provider: str, cluster: str, date: str) -> dict:
         "lines": int(t.audit["lines_read"].sum()),
         "bytes": int(t.audit["bytes"].sum()),
         "events": t.kernel_events.height + t.job_events.height,
+        "event_lines": int(t.audit.filter(t.audit["kind"] != "sacct")["event_lines"].sum()),
     }
 
 
@@ -39,6 +38,8 @@ def per_partition(fn, jobs: list[tuple], workers: int) -> tuple[list, int]:
     workers = max(1, min(workers, len(jobs) or 1))
     if workers == 1:
         return [fn(*j) for j in jobs], 1
+    # as faultline run: the CPUs shared out between the processes (ingest.pool)
+    os.environ.setdefault("FAULTLINE_PARSE_WORKERS", str(max(1, (os.cpu_count() or 1) // workers)))
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(fn, *zip(*jobs))), workers
 
@@ -50,7 +51,7 @@ def bare_parse(landing: str, workers: int) -> dict:
     parts = discover(landing).partitions
     rows, workers = per_partition(parse_one, [(landing, p.provider, p.cluster, p.date) for p in parts], workers)
     out = {"partitions": len(parts), "workers": workers, "seconds": time.perf_counter() - t0}
-    for k in ("files", "lines", "bytes", "events"):
+    for k in ("files", "lines", "bytes", "events", "event_lines"):
         out[k] = sum(r[k] for r in rows)
     return out
 

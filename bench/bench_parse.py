@@ -1,10 +1,6 @@
-"""Parse-and-classify throughput against grep and a per-line Python loop (issue: speed bar).
-
-    python bench/bench_parse.py --mb 1024          # the figure in the README
-    python bench/bench_parse.py --mb 16 --naive-mb 4   # CI-sized smoke run
-
-All contenders run on the same generated file in the same run; ratios are what count.
-"""
+"""Parse-and-classify throughput against grep and a per-line Python loop, all on the same
+generated file in the same run: the ratios are what count (bench/README.md, bench/RESULTS.md).
+Usage: python bench/bench_parse.py --mb 1024 (full size), --mb 16 --naive-mb 4 (a smoke run)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Parse contenders, each run in its own process so its peak RSS is its own; each prints one
-JSON line (seconds, bytes and lines it covered).
-
-    python bench/contenders.py parse FILE              # faultline parse + classify (whole file)
-    python bench/contenders.py naive FILE MAX_BYTES    # per-line Python regex loop
-    python bench/contenders.py drain3 FILE MAX_LINES   # Drain3 template mining (default config)
-"""
+"""Parse contenders, each in its own process so its peak RSS is its own; each prints one JSON
+line (seconds, bytes and lines it covered).
+Usage: python bench/contenders.py parse FILE | naive FILE MAX_BYTES | drain3 FILE MAX_LINES"""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Score ``faultline classify`` on the real-line corpus (``models/corpus/``): dev and reserved.
-
-    python bench/eval_lines.py [--split dev|reserved|both] [--misses N] [--json]
-
-Prints detection (failure vs benign), category accuracy over failure lines, per-category
-precision and recall, Xid/SXid extraction and the unknown share. ``--misses N`` lists up to N
-wrong lines of the dev split (never of the reserved one).
-"""
+"""Score ``faultline classify`` on the real-line corpus (``models/corpus/``): detection, category
+accuracy, per-category precision and recall, Xid/SXid extraction and the unknown share;
+``--misses N`` lists up to N wrong lines of the dev split (never of the reserved one)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Mutation fuzzing of the log readers: real-format lines, mutated, through ``parse_files``
-(kernel logs, job output, plain / gzip / zstd) and ``parse_sacct``.
-
-    python bench/fuzz.py --seconds 600            # a longer run than CI can afford
-    python bench/fuzz.py --seconds 30 --seed 7    # reproducible short run
-
-Every case is checked: no exception, ``lines_read == event_lines + benign + quarantined``,
-``lines_read`` equal to the physical lines of the input (plain files), events in line order
-inside the file, and (a batch of files parsed together) each file's result equal to the
-result of parsing it alone. Failing inputs are saved under ``--out`` to be replayed. Prints
-a summary table; exits 1 when anything failed.
-"""
+"""Mutation fuzzing of the log readers: real-format lines, mutated, through ``parse_files`` and
+``parse_sacct``; every case checked for exceptions, line accounting, line order and batch vs
+alone (bench/README.md). Failing inputs are saved under ``--out``; exits 1 when anything failed."""
 
 from __future__ import annotations
 

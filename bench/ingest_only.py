@@ -1,8 +1,6 @@
 """The pipeline's ingest alone: ``run_pipeline`` (Dagster range runs, lake writes, checks, the
 view file) without the analytics and the report. Prints one JSON line.
-
-    python bench/ingest_only.py LANDING WAREHOUSE [--workers N]
-"""
+Usage: python bench/ingest_only.py LANDING WAREHOUSE [--workers N]"""
 
 from __future__ import annotations
 

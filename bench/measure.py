@@ -1,14 +1,6 @@
-"""Run a command and measure it from outside: wall time, the summed RSS of its whole process
-tree (sampled), and the bytes its tree read (``rchar``).
-
-The pipeline spawns worker processes, so neither its own ``ru_maxrss`` nor the largest
-child's tells the memory it needs: every ``interval`` seconds the VmRSS of every live process
-of the tree is summed, and the peak of that sum is reported. Bytes read: the command runs
-under this module as a thin wrapper (``python bench/measure.py --io-out FILE -- CMD...``),
-which reads its own ``/proc/self/io`` after reaping the command; the kernel adds a reaped
-child's I/O counters (and those of the children it reaped) to its parent's, so ``rchar`` is
-the read() bytes of the whole tree: files, pipes between processes and imports alike.
-"""
+"""Run a command and measure it from outside: wall time, the peak of the summed RSS of its whole
+process tree (sampled), and the bytes the tree read (``rchar``, read by this module as a wrapper
+after it reaps the command: ``python bench/measure.py --io-out FILE -- CMD...``)."""
 
 from __future__ import annotations
 
@@ -151,12 +143,9 @@ def run(
     hwm_exe: str | None = None,
     tree: bool = True,
 ) -> Measured:
-    """Run ``cmd``; with ``io`` it runs under the wrapper so the tree's ``rchar`` is known
-    (the wrapper's own RSS is left out of the sum; it is not part of the measured command).
-    ``hwm_exe``: count only processes running that executable in ``maxrss`` (so the instant
-    between fork and exec, when the child still shows this process's memory, is left out).
-    ``tree=False``: sample the command's own process only (cheap enough for short intervals,
-    so the sampler takes next to no CPU from what it measures)."""
+    """Run ``cmd``; with ``io`` under the wrapper, so the tree's ``rchar`` is known (the wrapper's
+    RSS left out). ``hwm_exe``: count only processes of that executable in ``maxrss`` (not a child
+    between fork and exec). ``tree=False``: sample the command's own process only, cheaply."""
     io_file = None
     full = list(cmd)
     if io:

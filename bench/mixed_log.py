@@ -1,8 +1,6 @@
-"""Generate a large mixed GPU-cluster log (all families, several prefix formats) for benchmarks.
-
-Vectorized: numpy picks templates and fields, polars formats whole columns; ~0.1% of
-lines are failure lines, the rest is the benign noise real logs are made of.
-"""
+"""Generate a large mixed GPU-cluster log (all families, several prefix formats) for benchmarks:
+numpy picks templates and fields, polars formats whole columns; ~0.1% of lines are failure
+lines, the rest is the benign noise real logs are made of."""
 
 from __future__ import annotations
 

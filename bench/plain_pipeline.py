@@ -1,14 +1,6 @@
-"""The ingest's own work without Dagster: the runs ``faultline run`` would make, each doing
-what its Dagster steps do (parse, the raw and core lake tables written through the same
-background writer, the checks' reads) in plain worker processes, then compaction and the
-view file in the calling process, so that Dagster's share of the orchestration overhead can
-be told apart from the lake's. Prints one JSON line.
-
-    python bench/plain_pipeline.py LANDING WAREHOUSE [--workers N]
-
-The steps call the same plain-Python functions as the assets in ``pipelines/defs/ingest``
-(no Dagster import anywhere in this process tree).
-"""
+"""The ingest's own work without Dagster: the runs ``faultline run`` would make, each doing what its
+Dagster steps do with the same plain functions, in plain worker processes, so that Dagster's share
+of the overhead can be told apart from the lake's. Usage: python bench/plain_pipeline.py LANDING WAREHOUSE"""
 
 from __future__ import annotations
 
@@ -103,7 +95,7 @@ def plain_pipeline(landing: str, warehouse: str, workers: int) -> dict:
     from faultline.lake import compact
     from faultline.lake import views as view_file
 
-    compact.compact(warehouse)  # what ``runner.finish`` does after the runs
+    compact.compact(warehouse)  # what ``launch.local.finish`` does after the runs
     view_file.build(warehouse)
     out = {"partitions": len(parts), "runs": len(runs), "workers": workers, "seconds": time.perf_counter() - t0}
     for k in ("files", "lines"):

@@ -1,31 +1,6 @@
-"""faultline's benchmark suite: one Markdown table per run, every contender measured in the
-same run on the same machine, so the ratios hold when the machine is noisy.
-
-    python bench/suite.py                                  # full size (about 15-25 min on 2 cores)
-    python bench/suite.py --size ci                        # seconds; what tests/test_bench.py runs
-    python bench/suite.py --sections parse,queries --json out.json --workdir /tmp/fb --keep
-
-Sections:
-  parse    parse-and-classify throughput (MB/s, lines/s, peak RSS) of faultline against
-           ``LC_ALL=C grep -cE`` with the same prefilter literals, a per-line Python regex
-           loop and Drain3 template mining, on one generated mixed log (bench/mixed_log.py).
-  overhead the demo scenario's many small partitions: the bare parse against the Dagster
-           ingest (range runs, lake writes, checks, view file; no analytics) and against the
-           whole ``faultline run``, same workers: the orchestration overhead; and the ingest's
-           work without Dagster (bench/plain_pipeline.py), which splits that overhead into
-           the lake's share and Dagster's.
-  fleet    ``faultline run`` end to end on the simulator's fleet-day (``faultline simulate
-           --scenario scale``: 12,500 nodes = 100,000 GPUs, one day): wall time, peak RSS of
-           the whole process tree, bytes read, and its ratio to the bare parse
-           (``ingest_partition`` of every partition, same workers, no Dagster, no lake writes).
-  scaling  the same at 1/4, 1/2 and 1x of that fleet-day, and how far cost is from linear.
-  queries  p50/p95 latency of every named query in sql/queries/ over a simulated year of
-           history, and the report's rendering time.
-
-Targets (2-core machines) are printed next to each figure with whether this run met them;
-nothing is hard-coded. Needs only public tools: Python with this repo's dev extra (drain3
-included) and GNU grep.
-"""
+"""faultline's benchmark suite: one Markdown report per run, every contender measured in the same
+run on the same machine, so the ratios hold on a noisy machine. Sections and targets: bench/README.md.
+Usage: python bench/suite.py [--size ci] [--sections parse,overhead,fleet,scaling,queries]"""
 
 from __future__ import annotations
 
@@ -49,12 +24,12 @@ import measure  # noqa: E402
 from bench_parse import ere_prefilter  # noqa: E402
 from mixed_log import generate  # noqa: E402
 
-SECTIONS = ("parse", "overhead", "fleet", "scaling", "queries")
+SECTIONS = ("parse", "overhead", "fleet", "scaling", "queries", "density")
 GIB = 2**30
 MIB = 2**20
 
 # --- sizes ---------------------------------------------------------------------------------
-# full: the issue's figures. ci: the same code paths on tiny inputs (tests/test_bench.py).
+# full: the targets' sizes. ci: the same code paths on tiny inputs (tests/system/test_bench.py).
 # (ci sizes are ones whose simulation has at least one fault: `faultline simulate` fails on a
 # fleet-day without any, e.g. --scenario scale --nodes 50.)
 SIZES = {
@@ -73,6 +48,11 @@ SIZES = {
         year_noise=4_000,
         query_runs=7,
         report_runs=3,
+        density_nodes=1024,
+        density_mb=1024,
+        densities=(0.001, 0.01, 0.1, 0.3),
+        flood_nodes=32,
+        flood_scale=1.0,
     ),
     "ci": dict(
         demo_nodes=24,
@@ -89,11 +69,16 @@ SIZES = {
         year_noise=2_000,
         query_runs=2,
         report_runs=1,
+        density_nodes=4,
+        density_mb=2,
+        densities=(0.001, 0.3),
+        flood_nodes=4,
+        flood_scale=0.01,
     ),
 }
 FULL_FLEET_NODES = 12_500  # the scale scenario's fleet (100,000 GPUs)
 
-# --- targets (the issue's, for these 2-core machines) ---------------------------------------
+# --- targets, for 2-core machines (bench/README.md) ------------------------------------------
 TARGETS = {
     "parse_vs_grep": (">=", 0.6, "faultline MB/s / grep MB/s"),
     "fleet_wall_s": ("<=", 600.0, "fleet-day nightly wall (s)"),
@@ -101,6 +86,12 @@ TARGETS = {
     "linear_dev": ("<=", 0.15, "deviation from linear"),
     "overhead": ("<=", 1.5, "Dagster ingest wall / bare parse wall"),
     "query_p95_s": ("<=", 1.0, "named query p95 (s)"),
+    "density_bare_vs_grep": (">=", 0.5, "bare parse MB/s / grep MB/s, every density"),
+    "density_run_vs_grep": (">=", 0.25, "faultline run MB/s / grep MB/s, the 1 GB day"),
+    "flood_run_s": ("<=", 8.0, "flood day through faultline run (s)"),
+    "flood_bare_vs_grep": (">=", 0.25, "flood day bare parse MB/s / grep MB/s"),
+    "flood_report_s": ("<=", 10.0, "flood day report render (s)"),
+    "flood_lake_share": ("<=", 0.10, "flood day lake bytes / raw bytes"),
 }
 
 # required query parameters, filled from the data (the warehouse's views)
@@ -611,6 +602,108 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
 # --- the table ------------------------------------------------------------------------------
 
 
+# --- section: density sweep and flood day ---------------------------------------------------
+
+
+def _grep_dir(pattern: str, folder: Path, env: dict) -> measure.Measured:
+    """``grep -rcE`` over every file of a landing folder (one process, like the suite's parse row)."""
+    g = measure.run(["grep", "-rcE", pattern, str(folder)], env=env, check=False, interval=0.005, tree=False)
+    if g.rc not in (0, 1):
+        raise RuntimeError(f"grep failed: {g.stderr[-2000:]}")
+    return g
+
+
+def _lake_bytes(warehouse: Path) -> int:
+    return sum(p.stat().st_size for p in (warehouse / "lake").rglob("*.parquet"))
+
+
+def _cluster_day(cfg: dict, work: Path, workers: int, name: str, gen_args: list[str]) -> dict:
+    """One generated cluster-day: grep, the bare parse and ``faultline run``, interleaved."""
+    from faultline.lake import queries as Q
+
+    landing = work / "density" / name / "landing"
+    if not landing.exists():
+        measure.run([sys.executable, str(HERE / "density_day.py"), str(landing), *gen_args])
+    nbytes, nfiles = landing_bytes(landing)
+    warm(landing)
+    pattern = ere_prefilter()
+    env = {**os.environ, "LC_ALL": "C"}
+    greps, bares, runs = [], [], []
+    wh = work / "density" / name / "warehouse"
+    for i in range(cfg["reps"]):
+        say(f"density {name}: grep, bare parse and faultline run, round {i + 1} of {cfg['reps']}")
+        greps.append(_grep_dir(pattern, landing, env))
+        bares.append(
+            measure.run(
+                [sys.executable, str(HERE / "bare_parse.py"), str(landing), "--workers", str(workers)],
+                env=env_workers(workers),
+            )
+        )
+        shutil.rmtree(wh, ignore_errors=True)
+        runs.append(
+            measure.run(
+                faultline_cmd("run", "--landing", str(landing), "--warehouse", str(wh)), env=env_workers(workers)
+            )
+        )
+    g, b, r = (statistics.median(m.wall_s for m in ms) for ms in (greps, bares, runs))
+    bj = bares[0].json()
+    out = {
+        "name": name,
+        "bytes": nbytes,
+        "files": nfiles,
+        "lines": bj["lines"],
+        "events": bj["event_lines"],
+        "event_rows_parsed": bj["events"],
+        "grep_s": g,
+        "bare_s": b,
+        "run_s": r,
+        "bare_vs_grep": g / b,
+        "run_vs_grep": g / r,
+        "bare_peak_rss": max(m.peak_rss for m in bares),
+        "run_peak_rss": max(m.peak_rss for m in runs),
+        "lake_bytes": _lake_bytes(wh),
+    }
+    con = Q.connect(wh)
+    try:
+        out["event_rows"] = con.execute("SELECT count(*) FROM events").fetchone()[0]
+        out["xid95_incidents"] = con.execute("SELECT count(*) FROM incidents WHERE list_contains(xids, 95)").fetchone()[
+            0
+        ]
+        out["lemons"] = con.execute("SELECT count(*) FROM lemon_nodes").fetchone()[0]
+        out["hotspots"] = con.execute("SELECT count(*) FROM rack_hotspots").fetchone()[0]
+    finally:
+        con.close()
+    t = time.perf_counter()
+    measure.run(faultline_cmd("report", "--warehouse", str(wh), "--out", str(work / "density" / name / "r.html")))
+    out["report_s"] = time.perf_counter() - t
+    return out
+
+
+def section_density(cfg: dict, work: Path, workers: int) -> dict:
+    """Event density 0.1%-30% on one cluster-day of node files, and the flood day."""
+    days = [
+        _cluster_day(
+            cfg,
+            work,
+            workers,
+            f"d{d:g}",
+            ["--density", str(d), "--nodes", str(cfg["density_nodes"]), "--mb", str(cfg["density_mb"])],
+        )
+        for d in cfg["densities"]
+    ]
+    for day, d in zip(days, cfg["densities"]):
+        day["density"] = d
+    flood = _cluster_day(
+        cfg, work, workers, "flood", ["--flood", "--nodes", str(cfg["flood_nodes"]), "--scale", str(cfg["flood_scale"])]
+    )
+    return {
+        "days": days,
+        "flood": flood,
+        "bare_met": all(met("density_bare_vs_grep", d["bare_vs_grep"]) for d in days),
+        "run_met": met("density_run_vs_grep", min(d["run_vs_grep"] for d in days)),
+    }
+
+
 def render_table(res: dict) -> str:
     m = res["machine"]
     out = [
@@ -859,6 +952,70 @@ def render_table(res: dict) -> str:
             ],
         ) + [""]
         summary.append(["named queries p95 ≤ 1 s over a year", f_ms(q["max_p95_s"]), yes_no(q["target_met"])])
+    if "density" in res:
+        dn = res["density"]
+        out += [
+            f"### Event density and floods: one cluster-day of {dn['days'][0]['files']:,} node files "
+            f"({f_mb(dn['days'][0]['bytes'])}); `bench/density_day.py` (median of {res['config']['reps']} interleaved runs)",
+            "",
+        ]
+        rows = []
+        for d in [*dn["days"], dn["flood"]]:
+            label = "flood day" if d is dn["flood"] else f"{d['density'] * 100:g}% event lines"
+            rows.append(
+                [
+                    label,
+                    f_mb(d["bytes"]),
+                    f"{d['lines']:,}",
+                    f"{d['events']:,}",
+                    f_s(d["grep_s"]),
+                    f_s(d["bare_s"]),
+                    f"{d['bare_vs_grep']:.2f}x",
+                    f_s(d["run_s"]),
+                    f"{d['run_vs_grep']:.2f}x",
+                    f_bytes(d["run_peak_rss"]),
+                    f"{d['lake_bytes'] / d['bytes']:.1%}",
+                ]
+            )
+        out += table(
+            [
+                "day",
+                "size",
+                "lines",
+                "events",
+                "grep",
+                "bare parse",
+                "bare / grep",
+                "faultline run",
+                "run / grep",
+                "run peak RSS",
+                "lake / raw",
+            ],
+            rows,
+        ) + [""]
+        fl = dn["flood"]
+        out += [
+            f"Flood day: {fl['event_rows']:,} event rows for {fl['events']:,} events; incidents holding Xid 95: "
+            f"{fl['xid95_incidents']}; lemons {fl['lemons']}, rack hotspots {fl['hotspots']}; report in {f_s(fl['report_s'])}.",
+            "",
+        ]
+        worst_bare = min(d["bare_vs_grep"] for d in dn["days"])
+        summary.append(["bare parse ≥ 0.5x grep at every density", f"{worst_bare:.2f}x", yes_no(dn["bare_met"])])
+        worst_run = min(d["run_vs_grep"] for d in dn["days"])
+        summary.append(["faultline run ≥ 0.25x grep (cluster-day)", f"{worst_run:.2f}x", yes_no(dn["run_met"])])
+        summary.append(
+            ["flood day through faultline run ≤ 8 s", f_s(fl["run_s"]), yes_no(met("flood_run_s", fl["run_s"]))]
+        )
+        summary.append(
+            [
+                "flood day bare parse ≥ 0.25x grep",
+                f"{fl['bare_vs_grep']:.2f}x",
+                yes_no(met("flood_bare_vs_grep", fl["bare_vs_grep"])),
+            ]
+        )
+        summary.append(["flood day report ≤ 10 s", f_s(fl["report_s"]), yes_no(met("flood_report_s", fl["report_s"]))])
+        share = fl["lake_bytes"] / fl["bytes"]
+        summary.append(["flood day lake < 10% of raw", f"{share:.1%}", yes_no(met("flood_lake_share", share))])
     if summary:
         out += ["### Targets", ""] + table(["target", "measured", "met"], summary) + [""]
     return "\n".join(out)
@@ -937,11 +1094,13 @@ def main(argv: list[str] | None = None) -> int:
             }
         if "queries" in sections:
             res["queries"] = section_queries(cfg, work, workers)
+        if "density" in sections:
+            res["density"] = section_density(cfg, work, workers)
     finally:
         if not a.keep and not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
         elif not a.keep:
-            for sub in ("parse", "demo", "year", *[p.name for p in work.glob("fleet-*")]):
+            for sub in ("parse", "demo", "year", "density", *[p.name for p in work.glob("fleet-*")]):
                 shutil.rmtree(work / sub, ignore_errors=True)
     res["wall_s"] = time.perf_counter() - T0
     res["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -23,18 +23,15 @@ from .commands.train import train_classifier
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faultline")
 def main() -> None:
-    """faultline: log and incident analytics for GPU training clusters.
-
-    Parse kernel, NVIDIA, NCCL/PyTorch and Slurm logs, classify every line into a failure
-    taxonomy, attribute failed jobs to root causes and report per node, rack and provider.
-    """
+    """faultline: log and incident analytics for GPU training clusters. Classifies every line of
+    kernel, NVIDIA, NCCL/PyTorch and Slurm logs, attributes failed jobs to root causes and culprit
+    nodes, and reports per node, rack and provider (details: docs/*.md)."""
 
 
 @main.result_callback()
 def _done(*_result, **_params) -> None:
     """After a command has finished: freeze every object out of the cyclic GC, so that the
-    interpreter's exit skips a last collection over Dagster's heap (measured: the process
-    ended 1.0 s after ``faultline run`` printed its summary)."""
+    interpreter's exit skips a last collection over Dagster's heap."""
     gc.freeze()
 
 

@@ -39,7 +39,7 @@ _EVENT = _cols(
     ("event_id", S, "`<source>:<first line_no>`, stable across re-runs"),
     ("source", S, "file path, relative to the landing folder"),
     ("line_no", I64, "first physical line of the event (1-based)"),
-    ("line_count", I32, "physical lines joined into this event"),
+    ("line_count", I32, "physical lines this row stands for (joined lines, or a flood's repeats)"),
     ("ts", UTC_TS, "when, in UTC"),
     ("ts_source", S, "how ts was derived (docs/classify.md)"),
     ("provider", S, "provider of the landing folder"),
@@ -62,6 +62,9 @@ _EVENT = _cols(
     ("template", S, "message with numbers, addresses and ids masked"),
     ("message", S, "message without its prefix (joined lines newline-separated)"),
     ("raw", S, "the physical line(s) as read"),
+    ("repeats", I32, "occurrences this row stands for: 1, or a flood's burst of one repeated message"),
+    ("last_ts", UTC_TS, "a flood's last occurrence (null for one occurrence)"),
+    ("last_raw", S, "a flood's last line as read (null for one occurrence)"),
 )
 _QUARANTINE = _cols(
     ("source", S, "file path, relative to the landing folder"),

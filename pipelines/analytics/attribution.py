@@ -1,16 +1,6 @@
-"""Attribute each job that did not complete to a root cause and, where possible, a culprit.
-
-The causally earliest specific fault wins over the cascade after it: in the job's own output
-the first specific error in line order, across files and against the job's nodes the first in
-time, a hardware or driver fault on the job's nodes beating the user-code error it triggers (a
-CUDA error printed right after an Xid 79 is the Xid's symptom). A few readings of the cascade
-refine that (see ``docs/analytics.md``): a transport error that only says a peer went away is a
-symptom; a desync report means the job, not the network; a worker's death after an exhaustion
-(OOM killer, bus error, /dev/shm) and a failed checkpoint write take the exhaustion's or the
-storage's category. Watchdog timeouts come next, localized by the flight recorder, the ranks
-missing from the timeout reports or the odd collective; the scheduler's final state is the cause
-only when nothing else explains the end.
-"""
+"""Attribute each job that did not complete to a root cause and, where possible, a culprit:
+the causally earliest specific fault wins over its cascade, read as docs/analytics.md says
+("Root cause and culprit"); the one engine of the nightly analytics and faultline diagnose."""
 
 from __future__ import annotations
 
@@ -120,6 +110,7 @@ _EV_COLS = [
     "event_id",
     "source",
     "line_no",
+    "repeats",
 ]
 
 
@@ -131,8 +122,7 @@ def attribute_failures(
     cfg: AnalyticsConfig = DEFAULT,
     rs: RuleSet | None = None,
 ) -> pl.DataFrame:
-    """One row per failed job (``JOB_FAILURE_COLUMNS``; docs/tables.md). The one engine of the
-    nightly analytics and of ``faultline diagnose``."""
+    """One row per failed job (see ``JOB_FAILURE_COLUMNS``; docs/tables.md, ``job_failures``)."""
     failed = jobs.filter(~pl.col("state").is_in(NOT_FAILED) & pl.col("end").is_not_null())
     if failed.is_empty():
         return pl.DataFrame(schema=_schema())
@@ -158,6 +148,8 @@ def attribute_failures(
 
 
 def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
+    if "repeats" not in events.columns:  # frames built before floods were collapsed
+        events = events.with_columns(repeats=pl.lit(1, pl.Int32))
     ev = events.filter(pl.col("category") != "benign")
     # a hang lasts the job's NCCL timeout (its watchdog lines say which): look back past it
     timeouts = (
@@ -345,7 +337,7 @@ def _decide(
         pl.col("raw").filter(pl.col("_peer")).str.extract(PEER_HOST_RE, 1).drop_nulls().first().alias("_peer_host"),
         pl.col("event_id").filter(cat == "scheduler").first().alias("q_event_id"),
         pl.col("event_id").filter(cat == "unknown").first().alias("u_event_id"),
-        pl.len().alias("_n_evidence"),
+        pl.col("repeats").fill_null(1).sum().alias("_n_evidence"),
     )
     mask = pl.duration(seconds=cfg.hardware_masks_user_s)
     # a hardware fault beats the user-code error in another file that follows it (or precedes
@@ -429,7 +421,7 @@ def _decide(
     )
     ct = ev.filter(pl.col("category") == "collective_timeout")
     counts = ct.group_by(JOB_KEY).agg(
-        pl.len().alias("_n_timeouts"),
+        pl.col("repeats").fill_null(1).sum().alias("_n_timeouts"),
         pl.col("rank").drop_nulls().unique().alias("_timeout_ranks"),
     )
     d = (
@@ -578,7 +570,14 @@ def _decide(
         .with_columns(
             evidence=evidence,
             domain=pl.col("root_cause").replace_strict(domains, default="unknown", return_dtype=pl.String),
-            symptoms=(pl.col("_n_evidence").fill_null(0) - pl.col("evidence_events").list.len()).cast(pl.Int64),
+            symptoms=(
+                pl.col("_n_evidence").fill_null(0)
+                - pl.when(pl.col("evidence_events").list.len() > 0)
+                .then(pl.col("repeats").fill_null(1) + pl.col("evidence_events").list.len() - 1)
+                .otherwise(0)
+            )
+            .clip(lower_bound=0)
+            .cast(pl.Int64),
         )
         .with_columns(
             action=pl.when(pl.col("_by_state"))
@@ -638,11 +637,9 @@ def _odd_collective(ct: pl.DataFrame) -> pl.DataFrame:
 
 
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Culprit of an all-ranks-timed-out hang, from the flight-recorder dumps when there are some:
-    ranks that never enqueued the collective the others wait in are behind in the program (a
-    desync: ``_not_joined``); else ranks whose last completed collective lags; else the ranks
-    missing from the timeout reports (a rank that stopped logging while the others timed out);
-    else the one rank in another collective than the rest, or the only rank that reported."""
+    """Culprit of an all-ranks-timed-out hang: ranks that never enqueued the collective the others
+    wait in (a desync, ``_not_joined``), else the lagging dumps, the ranks missing from the
+    timeout reports, the one rank in another collective, or the only rank that reported."""
     gpn = cfg.gpus_per_node
     none = pl.lit(None, pl.List(pl.Int64))
     if flight is not None and flight.height:

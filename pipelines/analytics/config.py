@@ -29,13 +29,9 @@ class AnalyticsConfig:
     fdr: float = 0.05
     lemon_min_incidents: int = 3
     rack_min_incidents: int = 4
-    # Xid 13/31 on one GPU in this many distinct jobs: the GPU, not the users
-    repeat_user_xid_jobs: int = 3
-    # the same GPU failing the same serious hardware way again within this window (separate
-    # incidents), tested against the rest of its cluster's GPUs and corrected over every GPU
-    # and category: two in a month is significant only where that fault is rare (on the
-    # simulated lottery fleet, 512 nodes, a healthy GPU shows two same-category faults in a
-    # month about once every four months, nearly all in the worst clusters)
+    # the same GPU failing the same serious hardware way again within this window, tested against
+    # its cluster's other GPUs and corrected over every GPU and category: two in a month count
+    # only where that fault is rare (simulate/TRUTH.md, "Which lemons count")
     repeat_gpu_fault_incidents: int = 2
     repeat_gpu_fault_window_days: float = 30.0
     repeat_gpu_fault_categories: tuple[str, ...] = ("gpu_memory", "gpu_hardware", "gpu_bus_lost")

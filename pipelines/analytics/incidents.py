@@ -1,11 +1,6 @@
-"""Coalesce events into bursts, node incidents and rack incidents.
-
-Bursts: identical (node, GPU, code, rule) within ``burst_window_s`` (NCSA's 5 s). Node
-incidents: bursts on one node within ``node_incident_window_s``, named by the earliest
-serious one. Rack
-incidents: node incidents of one category on several nodes of one rack (or leaf switch)
-within ``rack_incident_window_s``.
-"""
+"""Coalesce events into bursts (identical events within ``burst_window_s``), node incidents (bursts
+of one node within ``node_incident_window_s``) and rack incidents (one category on several
+nodes of a rack or leaf switch within ``rack_incident_window_s``; docs/analytics.md)."""
 
 from __future__ import annotations
 
@@ -32,6 +27,9 @@ def _sessions(
 
 def node_events(events: pl.DataFrame) -> pl.DataFrame:
     """Kernel-side events that speak about node health (not job output, not benign noise)."""
+    for col, dtype in (("repeats", pl.Int32), ("last_ts", pl.Datetime("us", "UTC"))):
+        if col not in events.columns:  # frames built before floods were collapsed
+            events = events.with_columns(pl.lit(None, dtype).alias(col))
     return events.filter(
         pl.col("job_id").is_null()
         & pl.col("node").is_not_null()
@@ -57,8 +55,8 @@ def build_incidents(events: pl.DataFrame, inventory: pl.DataFrame, cfg: Analytic
         pl.col("category").first(),
         pl.col("domain").first(),
         pl.col("ts").min().alias("ts"),
-        pl.col("ts").max().alias("ts_end"),
-        pl.len().alias("n_events"),
+        pl.coalesce("last_ts", "ts").max().alias("ts_end"),
+        pl.col("repeats").fill_null(1).sum().cast(pl.UInt32).alias("n_events"),
         pl.col("sev").max(),
         pl.col("action").sort_by("sev", maintain_order=True).last(),
         pl.col("event_id").first(),
@@ -140,10 +138,9 @@ INCIDENT_COLUMNS = [
 
 
 def _rack_incidents(inc: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Mark incidents that share a rack (or leaf switch) and category within the window, on
-    each node's clock corrected by ``clock_offsets`` (a node whose clock is off by minutes or
-    hours would otherwise drop out of every episode it shared and look like a node failing
-    alone, over and over)."""
+    """Mark incidents that share a rack (or leaf switch) and category within the window, on each
+    node's clock corrected by ``clock_offsets``: a node whose clock is off would otherwise drop out
+    of every episode it shared and look like a node failing alone."""
     inc = inc.with_columns(_domain_key=pl.coalesce(pl.col("leaf_switch"), pl.col("rack")))
     keyed = inc.filter(pl.col("_domain_key").is_not_null())
     rkeys = ["provider", "cluster", "_domain_key", "category"]
@@ -170,13 +167,9 @@ def _rack_incidents(inc: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
 
 
 def clock_offsets(keyed: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Per node, the shift that puts its kernel clock on its rack-mates' clocks, learnt from the
-    incidents they share: for every serious incident of the node, the time to each same-category
-    incident of another node of its rack (or leaf switch) within ``clock_offset_max_s``. The
-    offset is the one that lines up the most of the node's incidents (``clock_offset_min_support``
-    at least, and more than no shift does); a node in step with its rack gets none. A healthy
-    node's own faults do not line up with its rack-mates' at a fixed lag twice by chance, so
-    only a node whose clock is off is moved. Columns: provider, cluster, node, clock_offset_us."""
+    """Per node, the shift that puts its kernel clock on its rack-mates': the lag that lines up the
+    most of its serious incidents with theirs (at least ``clock_offset_min_support``, within
+    ``clock_offset_max_s``, more than no shift does). Columns: provider, cluster, node, clock_offset_us."""
     schema = {"provider": pl.String, "cluster": pl.String, "node": pl.String, "clock_offset_us": pl.Int64}
     tol = int(cfg.rack_incident_window_s * 1e6)
     ev = (

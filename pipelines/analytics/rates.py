@@ -54,12 +54,9 @@ def _with_ci(df: pl.DataFrame, k: str = "failures", e: str = "node_days") -> pl.
 
 
 def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Failed jobs a node interrupted without a serious kernel incident to show for it: the
-    cause is a node-side warning (CPU thermal throttling, a hung task: ``hardware`` /
-    ``software`` domain) or an NCCL hang localized to one node (``collective_timeout`` with a
-    culprit), and the culprit node had no serious incident (its own or a rack's) from the
-    job's start to ``attribution_after_s`` after its end, which would already count. Llama 3
-    counts such interruptions too (NCCL watchdog timeouts, thermal: field-numbers.md)."""
+    """Failed jobs a node interrupted without a serious incident to show for it: a node-side warning
+    (thermal throttling, a hung task) or an NCCL hang localized to it, with no serious incident of
+    that node (or its rack) from the job's start to ``attribution_after_s`` after its end."""
     keys = ["provider", "cluster", "node"]
     f = failures.filter(
         pl.col("culprit_node").is_not_null()
@@ -79,10 +76,9 @@ def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: Anal
 def node_health(
     expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT
 ) -> pl.DataFrame:
-    """Per node: independent serious incidents (those shared by a rack are the rack's, see
-    ``rack_hotspots``), job interruptions with no serious incident (``job_interruptions``),
-    failures (the two together: what the rate counts), failed jobs it caused, GPU-hours lost,
-    rate with exact interval."""
+    """Per node: independent serious incidents (not the rack's), job interruptions without one,
+    failures (the two together: what the rate counts), failed jobs it caused, GPU-hours lost, and
+    the rate with its exact interval."""
     keys = ["provider", "cluster", "node"]
     inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
     per_node = inc.group_by(keys).agg(
@@ -257,12 +253,9 @@ def _loo_test(df: pl.DataFrame, k: str, e: str, by: list[str]) -> tuple[np.ndarr
 def lemon_nodes(
     nodes: pl.DataFrame, incidents: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT
 ) -> pl.DataFrame:
-    """Nodes that fail more than the rest of their cluster, tested four ways, each kind of
-    test Benjamini-Hochberg corrected over everything it could have flagged: all serious
-    incidents (every node); one failure signature, category and rule, repeating (every node
-    and signature); one GPU failing the same serious hardware way again (every GPU and
-    category); user-looking Xids (13/31) repeating on one GPU, which is the GPU failing, not
-    its users (every GPU)."""
+    """Nodes that fail more than the rest of their cluster, tested four ways (all serious incidents,
+    one repeating signature, one GPU failing the same hardware way again, Xid 13/31 repeating on one
+    GPU), each kind Benjamini-Hochberg corrected over everything it could have flagged."""
     keys = ["provider", "cluster", "node"]
     expected, p_all = _loo_test(nodes, "incidents", "node_days", ["provider", "cluster"])
     t_all = nodes.select(*keys, "node_days", "incidents").with_columns(
@@ -356,10 +349,9 @@ def lemon_nodes(
 
 
 def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    """Per GPU and serious hardware category (memory, hardware, bus loss): the most separate
-    incidents inside any window-long stretch, against the rest of its cluster's GPUs (leave
-    one out, per GPU-day). A GPU's exposure is an eighth of its node's, so this finds a failing
-    part that the node-level tests would dilute; the caller corrects over every GPU."""
+    """Per GPU and serious hardware category, the most separate incidents inside any window-long
+    stretch, against its cluster's other GPUs (per GPU-day): a failing part the node-level tests
+    would dilute. The caller corrects over every GPU."""
     keys = ["provider", "cluster", "node"]
     cols = {
         **{k: pl.String for k in keys},

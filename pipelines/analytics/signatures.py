@@ -1,16 +1,6 @@
-"""New failure signatures and node failure profiles (scikit-learn, deterministic).
-
-``unknown_signatures``: the events the rules call ``unknown`` grouped into signatures. Events
-with the same masked template are one group; templates that differ only in digits inside words
-(``mlx5_2`` / ``mlx5_3``, ``nvme3`` / ``nvme7``) share a key; keys whose TF-IDF vectors (word
-1-2-grams + character 3-5-grams) lie within a cosine distance of ``distance_threshold`` of each
-other (average-linkage agglomerative clustering) are merged into one signature. Each signature
-carries the learned model's best guess at its category.
-
-``node_failure_profiles``: nodes clustered by the mix of categories of their incidents (KMeans
-on the square root of each node's category shares, k chosen by silhouette), so that groups of
-nodes that fail the same way stand out.
-"""
+"""New failure signatures of the ``unknown`` events, and node failure profiles (scikit-learn,
+deterministic): templates clustered by TF-IDF cosine distance, nodes by their mix of incident
+categories (docs/models.md, "Signatures and node profiles")."""
 
 from __future__ import annotations
 
@@ -113,21 +103,9 @@ def unknown_signatures(
     distance_threshold: float = DISTANCE_THRESHOLD,
     max_clustered_keys: int = MAX_CLUSTERED_KEYS,
 ) -> pl.DataFrame:
-    """One row per signature of the ``unknown`` events, most frequent first.
-
-    Columns: ``signature_id`` (sha1 of the representative template's key, first 12 hex),
-    ``template`` (the most frequent template of the signature), ``example`` (the first raw line
-    with that template), ``count`` (events), ``n_templates`` and ``templates`` (its distinct
-    templates, most frequent first, at most 20), ``n_nodes``, ``nodes``,
-    ``families``, ``first_seen``, ``last_seen``, ``predicted_category`` and ``confidence`` (the
-    model's top class for the representative template and its probability, whatever the
-    threshold), ``resolved_by_model`` (confidence reaches ``threshold``: ``apply_model`` names
-    these events' category).
-
-    Pass the events as the rules left them (the lake's ``events``), so that every line the rules
-    cannot name shows up, with the model's guess beside it. Missing optional columns (``ts``,
-    ``node``, ``family``, ``raw``) give nulls / empty lists.
-    """
+    """One row per signature of the events the rules call ``unknown`` (pass the lake's ``events``),
+    most frequent first: its id (sha1 of the representative template's key), up to 20 templates,
+    nodes, times and the model's guess (``resolved_by_model``: it reaches ``threshold``)."""
     if "category" not in events.columns:
         raise ValueError("events need a `category` column")
     ev = events.filter(pl.col("category") == "unknown")
@@ -151,9 +129,10 @@ def unknown_signatures(
         _raw=(pl.col("raw") if "raw" in ev.columns else pl.col("message") if "message" in ev.columns else pl.col("_t"))
         .str.split("\n")
         .list.first(),
+        _rep=pl.col("repeats").fill_null(1) if "repeats" in ev.columns else pl.lit(1, pl.Int32),
     ).with_row_index("_i")
 
-    per_tpl = ev.group_by("_key", "_t").agg(pl.len().alias("_n"))
+    per_tpl = ev.group_by("_key", "_t").agg(pl.col("_rep").sum().alias("_n"))
     per_key = per_tpl.group_by("_key").agg(pl.col("_n").sum()).sort(["_n", "_key"], descending=[True, False])
     keys = per_key["_key"].to_list()
     head = keys[:max_clustered_keys]
@@ -188,7 +167,7 @@ def unknown_signatures(
         .agg(pl.col("_raw").first().alias("example"))
     )
     agg = ev.group_by("_sig").agg(
-        pl.len().cast(pl.Int64).alias("count"),
+        pl.col("_rep").sum().cast(pl.Int64).alias("count"),
         pl.col("_t").n_unique().cast(pl.Int64).alias("n_templates"),
         pl.col("_node").drop_nulls().unique().sort().alias("nodes"),
         pl.col("_family").drop_nulls().unique().sort().alias("families"),
@@ -247,19 +226,9 @@ def node_failure_profiles(
     random_state: int = 0,
     dominant_share: float = DOMINANT_SHARE,
 ) -> pl.DataFrame:
-    """Nodes with at least one incident, clustered by their per-category incident mix.
-
-    Each node's profile is its share of incidents per category; KMeans (``random_state``) runs
-    on the square roots of the shares (Euclidean distance there is the Hellinger distance
-    between the mixes) for k = 2..``k_max`` (at most the number of distinct profiles) and keeps
-    the k with the best silhouette. Clusters are numbered by size, largest first.
-
-    Columns: provider, cluster, rack, node, ``n_incidents``, ``top_category`` and ``top_share``
-    (the node's own most frequent category and its share), ``profile_cluster``,
-    ``cluster_size`` (nodes in it), ``dominant_categories`` (categories whose mean share in the
-    cluster is at least ``dominant_share``, largest first; at least one), ``rate_per_1k``
-    (serious independent incidents per 1,000 node-days, from ``node_health``; null without it).
-    """
+    """Nodes with at least one incident, clustered by their per-category incident mix: KMeans on the
+    square roots of the shares (Hellinger distance), k = 2..``k_max`` by silhouette, clusters
+    numbered largest first. Columns: docs/tables.md, ``node_profiles``."""
     keys = ["provider", "cluster", "node"]
     inc = incidents.filter(pl.col("node").is_not_null() & pl.col("category").is_not_null())
     if inc.is_empty():

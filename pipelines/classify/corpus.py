@@ -1,7 +1,6 @@
 """The real-line corpus (``models/corpus/``): verbatim public lines with provenance and labels.
-
-A fifth of the *origins* (an issue thread, or a repository for its files) is reserved for
-scoring only; which one is decided by a hash of the origin, so no one picks it."""
+A fifth of the origins (an issue thread, or a repository for its files) is reserved for scoring
+only, chosen by a hash of the origin so that no one picks it."""
 
 from __future__ import annotations
 

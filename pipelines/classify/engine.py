@@ -1,9 +1,6 @@
-"""Vectorized rule classification of messages (polars), Xid catalog lookup, templates.
-
-Only lines that contain one of the rule keywords or error words (the prefilter) are
-looked at by the rules; everything else is benign by construction, which the rule-data
-tests guarantee (every rule names keywords present in each line it can match).
-"""
+"""Vectorized rule classification of messages (polars), Xid catalog lookup, templates. Only
+lines holding a rule keyword or error word (the prefilter) reach the rules; the rest is benign,
+which the rule-data tests guarantee (docs/architecture.md, "The parse hot path")."""
 
 from __future__ import annotations
 
@@ -48,14 +45,23 @@ def normalize_pci(expr: pl.Expr) -> pl.Expr:
 
 
 def classify_messages(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
-    """Classify each message; returns one row per input with rule index and fields.
+    """Classify each message; one row per input: ``cand`` (passed the prefilter), ``rule_idx``
+    (null: no rule), ``family`` (null: caller's default), ``category``, ``severity``, ``action``,
+    ``rule_id``, ``continues``, ``keep`` and the rules' named groups."""
+    frame = pl.DataFrame({"msg": msgs.cast(pl.String)})
+    uniq = frame.unique("msg", maintain_order=True)
+    if uniq.height == frame.height:
+        return _classify_distinct(frame["msg"], rs)
+    # a verdict depends on the message alone: floods repeat few messages many times
+    res = _classify_distinct(uniq["msg"], rs).with_columns(_msg=uniq["msg"])
+    return frame.join(res, left_on="msg", right_on="_msg", how="left", maintain_order="left", nulls_equal=True).drop(
+        "msg"
+    )
 
-    Columns: ``cand`` (passed the prefilter), ``rule_idx`` (null: no rule), ``family``
-    (null: caller's default), ``category``, ``severity``, ``action``, ``rule_id``,
-    ``continues``, ``keep`` and the named groups of the rules.
-    """
+
+def _classify_distinct(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
     n = len(msgs)
-    base = pl.DataFrame({"msg": msgs.cast(pl.String)}).with_row_index("_row")
+    base = pl.DataFrame({"msg": msgs}).with_row_index("_row")
     cand = base.filter(pl.col("msg").str.contains(rs.prefilter))
     out = _classify_candidates(cand, rs)
     full = base.select("_row").join(out, on="_row", how="left").sort("_row")
@@ -100,12 +106,9 @@ def first_rule_chain(msgs: pl.Series, rs: RuleSet) -> pl.Series:
 
 
 def first_rule(msgs: pl.Series, rs: RuleSet) -> pl.Series:
-    """``first_rule_chain``, trying each rule only on the messages holding one of its
-    keywords (the rule data's contract, checked by the rule tests: a rule matches only lines
-    that contain one of its keywords). One Aho-Corasick pass finds the keywords of every
-    message; a pattern then runs only on its rule's share of them, instead of ~190 patterns
-    over every candidate line (some, like the NCCL ones, start with a pattern the regex
-    engine cannot skip ahead on)."""
+    """``first_rule_chain``, trying each rule only on the messages holding one of its keywords
+    (the rule data's contract): one Aho-Corasick pass finds every message's keywords, so each
+    pattern runs on its share of the lines instead of every pattern on every line."""
     keys = rs.keyword_rules
     found = msgs.str.extract_many(list(keys), overlapping=True)
     pairs = (

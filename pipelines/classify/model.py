@@ -1,24 +1,6 @@
-"""Learned classifier for the lines the rules call ``unknown`` (scikit-learn).
-
-The rules stay authoritative: :func:`apply_model` only ever changes rows whose category is
-``unknown``, and only when the model is at least ``threshold`` (default 0.6) sure; every other
-row is returned as it came. The model reads masked templates
-(:func:`faultline.classify.engine.mask_template`), never raw numbers, addresses or ids.
-
-Model: TF-IDF over word 1-2-grams and character 2-5-grams (``char_wb``) of the masked
-template, a linear SVM, calibrated into probabilities with ``CalibratedClassifierCV`` (sigmoid,
-3-fold, one final estimator so the file stays small).
-
-Loading and trust
------------------
-The model is a pickle (joblib), and unpickling runs code, so faultline unpickles exactly one
-thing: the model file shipped in ``faultline.models`` under ``trained/``, and only after its
-sha256 matched ``model_sha256`` in the shipped ``trained/unknown_classifier.meta.json``. A model
-file given by path (``load_model(path)``) is refused unless its sha256 is one the shipped
-metadata names; a metadata file next to it is not trusted for this, since whoever wrote the
-model could write that too. To use a retrained model, train it into the package
-(``faultline train-classifier`` without ``--out``), which rewrites both files together.
-"""
+"""Learned classifier for the lines the rules call ``unknown`` (scikit-learn, masked templates).
+It changes only rule-``unknown`` rows it is sure of, and unpickles only the shipped model whose
+sha256 matches its shipped metadata (docs/models.md, "Loading and trust")."""
 
 from __future__ import annotations
 
@@ -111,13 +93,9 @@ def _sha256_pairs(texts: list[str], labels: list[str]) -> str:
 
 
 def train(texts, labels, *, sources=None, cv: int = CV_FOLDS) -> tuple[object, dict]:
-    """Fit the pipeline on all of ``texts`` (masked again here, to be safe) and ``labels``.
-
-    Returns ``(pipeline, metrics)``; metrics hold the ``cv``-fold stratified cross-validated
-    accuracy, macro-F1 and per-class precision / recall / F1 (predictions of models that did not
-    see the line), per-source accuracy when ``sources`` is given, the class counts and the
-    training data's sha256. ``cv=0`` skips the cross-validation.
-    """
+    """Fit the pipeline on ``texts`` (masked again, to be safe) and ``labels``; ``(pipeline, metrics)``.
+    Metrics: ``cv``-fold stratified cross-validated accuracy, macro-F1 and per-class figures
+    (per source with ``sources``), class counts, the training data's sha256. ``cv=0`` skips the CV."""
     from sklearn.base import clone
     from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -256,12 +234,9 @@ def _unpickle(blob: bytes, meta: dict):
 
 
 def load_model(path: str | Path | None = None) -> LoadedModel:
-    """The shipped model, verified against its metadata before it is unpickled.
-
-    ``path`` (a model file, or a folder holding ``unknown_classifier.joblib``) is accepted only
-    when its sha256 is named by the *shipped* metadata; anything else raises
-    :class:`ModelIntegrityError` without being unpickled.
-    """
+    """The shipped model, verified against its metadata before it is unpickled. ``path`` (a model
+    file, or a folder holding one) is accepted only when the *shipped* metadata names its sha256;
+    anything else raises :class:`ModelIntegrityError` without being unpickled."""
     if path is None:
         return _load_shipped()
     p = Path(path)
@@ -347,14 +322,9 @@ def apply_model(
     model: LoadedModel | None = None,
     domains: dict[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Upgrade rule-``unknown`` events with the model's category where it is sure enough.
-
-    Only rows with ``category == "unknown"`` are looked at. Where the model's top class reaches
-    ``threshold``: ``category`` becomes it, ``rule_id`` becomes
-    ``model:unknown_classifier@<version>`` and ``domain`` (if present) follows the category.
-    ``model_confidence`` (Float64) is added: the model's top probability for every row it looked
-    at (also those it left ``unknown``), null for rows the rules decided. Row order is kept.
-    """
+    """Upgrade rule-``unknown`` rows where the model's top class reaches ``threshold``: ``category``,
+    ``rule_id`` (``model:unknown_classifier@<version>``) and ``domain`` follow it. Adds
+    ``model_confidence`` (null where the rules decided); other rows and the row order are kept."""
     if "model_confidence" in events.columns:
         events = events.drop("model_confidence")
     unk = pl.col("category") == "unknown"

@@ -62,12 +62,9 @@ class RuleSet:
 
     @cached_property
     def prefilter_literals(self) -> tuple[str, ...]:
-        """The literals of the prefilter: a line containing none of them can only be benign.
-
-        Rules that only call a line benign add none (a line that misses the prefilter is
-        benign anyway; kept benign lines, e.g. GPU identity, do add theirs), and a literal
-        that contains a shorter one adds nothing to the match.
-        """
+        """The literals of the prefilter: a line containing none of them can only be benign. Rules
+        that only call a line benign add none (kept benign lines do add theirs), and a literal that
+        contains a shorter one adds nothing."""
         lits = {k for r in self.rules if r.category != "benign" or r.keep for k in r.keywords}
         lits |= set(self.error_words)
         short = sorted(lits, key=len)

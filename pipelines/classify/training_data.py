@@ -1,18 +1,6 @@
-"""The training set of the learned classifier for lines the rules call ``unknown``.
-
-Three sources, all shipped in ``faultline.models`` (never read from tests/ or the repo):
-
-* every ``examples`` message of every rule in ``rules/*.yaml``, labelled with the category
-  the engine gives it (so ``from_xid`` / ``from_sxid`` rules are labelled from the Xid catalog
-  and the SXid rule, and Xid 45 from the Xid it names); examples whose category is ``unknown``
-  are left out: they teach nothing about a cause;
-* ``curated_examples.yaml``: real-format lines that no rule names, labelled by hand;
-* a synthetic set of ``benign`` lines (training progress, NCCL INFO, boot and daemon chatter,
-  healthy lines that carry an error word such as ``errors=0`` or ``timeout 1800s``).
-
-Texts are masked templates (:func:`faultline.classify.engine.mask_template`): numbers,
-addresses and ids never reach the model. Identical (template, label) pairs are kept once.
-"""
+"""The learned classifier's training set: the rule examples (labelled with the engine's category,
+``unknown`` ones left out) and ``curated_examples.yaml`` from ``faultline.models``, plus benign
+lines generated here from templates. Texts are masked templates; identical pairs are kept once."""
 
 from __future__ import annotations
 

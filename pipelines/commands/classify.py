@@ -35,10 +35,8 @@ from ._options import parse_date
 @click.option("--events-only", is_flag=True, help="Print only lines that are not benign.")
 def classify(files, kind, ref_date, boots, fmt, events_only):
     """Classify every line of FILES (plain, .gz, .zst; '-' or nothing for stdin).
-
-    Writes one JSON object per input line, in input order: line_no, family, category,
-    severity, action, xid, node, gpu_pci, ts (ISO-8601 UTC or null) and more (see README).
-    """
+    Writes one JSON object per input line, in input order: line_no, family, category, severity,
+    action, xid, node, gpu_pci, ts and more (the contract: docs/classify.md)."""
     import polars as pl
 
     from ..ingest.lines import classify_path, per_line_records, write_jsonl

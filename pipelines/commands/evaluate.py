@@ -21,10 +21,9 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--strict", is_flag=True, help="Exit 1 when a figure misses its floor.")
 def evaluate(truth, warehouse, as_json, strict):
-    """Root-cause macro-F1, unknown share, culprit accuracy, lemon precision/recall, bad racks
-    found and provider rates covered by their intervals, each against its floor. Lemon recall
-    is over the lemons that manifested in the logs; the recall over every injected lemon is
-    printed beside it (no floor)."""
+    """Score the warehouse against a simulator's truth, each figure against its floor: root-cause
+    macro-F1, unknown share, culprit accuracy, lemon precision and recall (over the lemons that
+    manifested; over all, no floor), bad racks found, provider rates covered (docs/evaluation.md)."""
     from ..simulate.evaluate import FLOORS
     from ..simulate.evaluate import evaluate as score
     from ..simulate.truth import MANIFESTED_MIN_FAULTS

@@ -33,10 +33,9 @@ from .sql import warehouse_option
     help="html (default) or md; inferred from --out ending in .md.",
 )
 def report(warehouse: Path, out: Path, day, fmt):
-    """Write the nightly report: headline numbers, provider scoreboard with intervals,
-    causes, timeline, rack heatmaps, lemons, failed jobs with postmortems, new signatures.
-
-    The HTML page needs nothing else to open: no scripts, fonts or network requests."""
+    """Write the nightly report: headline numbers, provider scoreboard with intervals, causes,
+    timeline, rack heatmaps, lemons, failed jobs with postmortems, new signatures. The HTML page
+    needs nothing else to open: no scripts, fonts or network requests (docs/queries.md)."""
     from ..lake.queries import QueryError, db_exists_hint
     from ..report import build_report
 

@@ -73,13 +73,9 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.",
 )
 def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address):
-    """Ingest every landing partition (or the selected ones) into the lake, then refresh
-    the DuckDB views. Re-running a partition replaces its tables.
-
-    \b
-    The views read a snapshot of the lake (hard links under WAREHOUSE/snapshots/), so a
-    connection sees the lake of its build until it reconnects. A snapshot is removed an
-    hour after a newer build replaced it (env FAULTLINE_SNAPSHOT_GRACE_S, seconds)."""
+    """Ingest every landing partition (or the selected ones) into the lake, then refresh the DuckDB
+    views; re-running a partition replaces its tables. The views read a snapshot of the lake, kept an
+    hour after a newer build (env FAULTLINE_SNAPSHOT_GRACE_S, seconds; docs/architecture.md)."""
     from ..ingest.landing import LandingError
     from ..lake.storage import is_url, isdir
     from ..lake.views import db_path

@@ -123,7 +123,15 @@ def _list(fmt: str) -> None:
         click.echo("")
 
 
-@click.command("sql")
+EXAMPLES = """\b
+Examples:
+  faultline sql "SELECT provider, count(*) FROM job_failures GROUP BY ALL"
+  faultline sql --query top_failing_nodes --param provider=northwind --param max_rows=5
+  faultline sql --query job_root_cause --param job_id=12345 --format json
+  faultline sql --list"""
+
+
+@click.command("sql", epilog=EXAMPLES)
 @click.argument("statement", required=False)
 @warehouse_option
 @click.option("--query", "-q", "query_name", metavar="NAME", help="Run a named query (see --list).")
@@ -140,19 +148,9 @@ def _list(fmt: str) -> None:
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Write here instead of stdout.")
 @click.option("--rows", type=int, default=TABLE_ROWS, show_default=True, help="Rows shown by --format table (-1: all).")
 def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
-    """Query the warehouse, read-only.
-
-    \b
-      faultline sql "SELECT provider, count(*) FROM job_failures GROUP BY ALL"
-      faultline sql --query top_failing_nodes --param provider=northwind --param max_rows=5
-      faultline sql --query job_root_cause --param job_id=12345 --format json
-      faultline sql --list
-
-    STATEMENT is one SELECT (or WITH/FROM/DESCRIBE/SHOW/SUMMARIZE) statement; '-' reads it
-    from stdin. Anything that writes, attaches, installs or loads is refused, and the
-    connection could not do it anyway: the database is attached read-only and files outside
-    the warehouse cannot be touched.
-    """
+    """Query the warehouse, read-only: one SELECT (or WITH/FROM/DESCRIBE/SHOW/SUMMARIZE) STATEMENT,
+    '-' for stdin, or a named query. Anything that writes, attaches, installs or loads is refused,
+    and the connection could not do it anyway (docs/queries.md, sql/README.md)."""
     from ..lake.queries import QueryError, get_query, run_query, run_sql
 
     if list_queries:

@@ -1,12 +1,6 @@
-"""``faultline train-classifier``: rebuild the training set, cross-validate, retrain, save.
-
-Without ``--out`` the model is written into the package (``faultline.models`` ``trained/``,
-i.e. ``models/trained/`` of a source checkout), which is the only place faultline loads a
-model from. With ``--out DIR`` both files go to DIR for inspection; faultline will not load a
-model from there (see :mod:`faultline.classify.model`, "Loading and trust").
-
-Also runnable as ``python -m faultline.commands.train [--out DIR]``.
-"""
+"""``faultline train-classifier``: rebuild the training set, cross-validate, retrain, save. Without
+``--out`` the model goes into the package, the only place faultline loads one from (docs/models.md).
+Also runnable as ``python -m faultline.commands.train [--out DIR]``."""
 
 from __future__ import annotations
 

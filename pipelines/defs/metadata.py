@@ -41,10 +41,9 @@ class Written:
 
 
 def batch_metadata(written: list[Written], columns: list[str] | None = None, **extra) -> dict:
-    """Metadata of one table over the partitions of a run. One partition: row count, path,
-    preview. A range run records one materialization per partition, all with the same
-    metadata, so it holds the per-partition row counts (not one count that would be wrong for
-    each) and the last partition's preview."""
+    """Metadata of one table over the partitions of a run: row count, path and preview for one
+    partition. A range run gives every partition the same metadata, so it holds the per-partition
+    row counts and the last partition's preview."""
     last = written[-1]
     if len(written) == 1:
         counts = {"dagster/row_count": dg.MetadataValue.int(last.rows)}

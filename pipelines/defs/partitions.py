@@ -1,10 +1,6 @@
-"""The one partitions definition of the pipeline: landing day x cluster.
-
-Both dimensions are dynamic: their keys are the dates and clusters found in the landing
-folder, registered by the landing sensor, the nightly schedule and ``faultline run``. A
-time-window dimension would reject days the clock has not reached (simulated landings) and
-need a start date; a static list would freeze the landing folder seen at import time.
-"""
+"""The one partitions definition of the pipeline: landing day x cluster, both dynamic (keys found
+in the landing folder). A time window would reject days the clock has not reached (simulated
+landings); a static list would freeze the landing folder seen at import time."""
 
 import warnings
 
@@ -46,7 +42,7 @@ def key_orders(instance: dg.DagsterInstance) -> tuple[list[str], list[str]]:
 
 
 def range_tags(run: list[Partition]) -> dict[str, str]:
-    """Run tags that make one Dagster run materialize ``run`` (a rectangle: ``run_plan.ranges``)."""
+    """Run tags that make one Dagster run materialize ``run`` (a rectangle: ``launch.plan.ranges``)."""
     return {
         "dagster/asset_partition_range_start": str(partition_key(run[0])),
         "dagster/asset_partition_range_end": str(partition_key(run[-1])),

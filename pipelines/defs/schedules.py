@@ -17,12 +17,9 @@ from .resources import LandingResource
     default_status=dg.DefaultScheduleStatus.RUNNING,
 )
 def nightly_ingest(context: dg.ScheduleEvaluationContext, landing: LandingResource):
-    """Every cluster seen in the landing folder or already known, for yesterday (UTC).
-
-    A cluster whose folder for that day is missing still gets its (empty) partition: a
-    missing day is data too. Schedules cannot return dynamic-partition requests, so the new
-    keys are registered on the instance directly.
-    """
+    """Every cluster seen in the landing folder or already known, for yesterday (UTC); a missing
+    day folder still gets its (empty) partition. Schedules cannot return dynamic-partition
+    requests, so the new keys are registered on the instance directly."""
     day = (context.scheduled_execution_time.astimezone(dt.timezone.utc) - dt.timedelta(days=1)).date()
     keys = {p.cluster_key for p in landing.discover().partitions}
     keys |= set(context.instance.get_dynamic_partitions(clusters.name))

@@ -1,9 +1,6 @@
-"""Run the partitions whose landing files appeared or changed since the last tick.
-
-Cursor: JSON ``{partition relpath: fingerprint}``; a fingerprint is a digest of the
-partition's ``{file relpath: [size, mtime_ns]}``, so the cursor stays small. A change of
-``inventory.csv`` reruns the latest day of every cluster (its inventory snapshot).
-"""
+"""Run the partitions whose landing files appeared or changed since the last tick. The cursor
+maps each partition to a digest of its files' sizes and mtimes; a change of ``inventory.csv``
+reruns the latest day of every cluster."""
 
 import hashlib
 import json

@@ -1,23 +1,6 @@
-"""PyTorch NCCL flight-recorder dumps (docs/landing.md).
-
-On a collective timeout every rank may dump its flight recorder: a mapping with
-``version``, ``pg_config``, ``pg_status`` (per process group: ``last_enqueued_collective``,
-``last_started_collective``, ``last_completed_collective``) and ``entries`` (a ring buffer of
-recent collectives: ``collective_seq_id``, ``profiling_name`` such as ``nccl:all_reduce``,
-``state`` scheduled/started/completed, ``time_created_ns``, ``input_sizes``, ``frames`` ...).
-
-The dumps are untrusted input. PyTorch writes them as pickles by default, and unpickling
-runs arbitrary code, so ``load_dump`` never unpickles: it reads the JSON form and refuses a
-pickle with ``FlightRecorderRefused``. An opt-in restricted reader
-(``allow_restricted_pickle=True``) admits pickles made only of plain containers and
-scalars: it first checks every opcode with ``pickletools`` (no globals, no reduce/build/
-object-creation opcodes, no persistent ids, no extension codes) and then loads with an
-``Unpickler`` whose ``find_class`` and ``persistent_load`` always raise. Nothing in a pickle
-can name a callable, so nothing runs.
-
-``summarize_dumps`` reduces a set of dumps (one per rank) to one row per rank;
-``suspect_rank`` names the rank whose progress differs from the majority.
-"""
+"""PyTorch NCCL flight-recorder dumps: load them (JSON only, never a pickle that could run code),
+one row per rank, and the rank whose progress differs from the rest. Format: docs/landing.md;
+why and how pickles are refused: docs/reliability.md, "Untrusted input"."""
 
 from __future__ import annotations
 
@@ -201,13 +184,9 @@ def load_dump(
     max_bytes: int = MAX_DUMP_BYTES,
     allow_restricted_pickle: bool = False,
 ) -> dict:
-    """Read one flight-recorder dump from its bytes.
-
-    Accepts the JSON form. A pickle raises ``FlightRecorderRefused`` unless
-    ``allow_restricted_pickle=True``, in which case only pickles made of plain containers
-    and scalars are read (see the module docstring). Raises ``FlightRecorderError`` (a
-    ``ValueError``) for oversize, malformed or non-dump input.
-    """
+    """Read one flight-recorder dump from its bytes: the JSON form. A pickle raises
+    ``FlightRecorderRefused`` unless ``allow_restricted_pickle`` (plain containers and scalars only);
+    oversize, malformed or non-dump input raises ``FlightRecorderError`` (a ``ValueError``)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     data = bytes(data)
@@ -343,11 +322,10 @@ def _str_or_none(v: Any) -> str | None:
 
 
 def summarize_dumps(dumps: Mapping[int, Mapping]) -> pl.DataFrame:
-    """One row per rank (sorted by rank), for the default process group; see
-    ``FLIGHT_SUMMARY``. ``last_*`` come from ``pg_status`` (or, when a dump lacks it, from
-    its entries); ``last_entry_*`` describe the entry with the highest
-    ``collective_seq_id`` of that group; ``n_entries`` counts all entries."""
-    # a rank outside int64 cannot be a real rank (fuzzing found one): such a dump is left out
+    """One row per rank (sorted) for the default process group (``FLIGHT_SUMMARY``): ``last_*`` from
+    ``pg_status`` (else the entries), ``last_entry_*`` of the entry with the highest sequence id,
+    ``n_entries`` of all entries."""
+    # a rank outside int64 cannot be a real rank: such a dump is left out
     ranked = [(_as_int(r), d) for r, d in dumps.items()]
     rows = [_summarize_one(r, d) for r, d in sorted((rd for rd in ranked if rd[0] is not None), key=lambda rd: rd[0])]
     return pl.DataFrame(rows, schema=FLIGHT_SUMMARY, orient="row") if rows else pl.DataFrame(schema=FLIGHT_SUMMARY)
@@ -362,15 +340,9 @@ _METRICS = (
 
 
 def suspect_rank(dumps: Mapping[int, Mapping]) -> tuple[int | None, str]:
-    """The rank whose last collectives differ from the majority, with a reason.
-
-    Checked in order: last enqueued, started, completed, recorded sequence numbers, then the
-    name and state of the last entry. For each, a rank is the suspect when it is the only
-    one that differs from the rest (with three or more ranks), or when it alone holds the
-    lowest value (it is behind everybody). Returns ``(None, reason)`` when all ranks agree,
-    when fewer than two dumps are given, or when several ranks differ and none can be
-    singled out.
-    """
+    """``(rank, reason)``: the rank whose last enqueued, started, completed or recorded collective
+    (then the last entry's name and state) alone differs from the rest, or alone is lowest.
+    ``(None, reason)`` when all agree, with fewer than two dumps, or when none can be singled out."""
     summary = summarize_dumps(dumps)
     n = summary.height
     if n < 2:

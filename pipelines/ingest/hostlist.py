@@ -1,22 +1,6 @@
-"""Slurm compressed host lists: ``node-[001-004,017],gpu-b[7-8]``.
-
-``expand_hostlist`` turns a Slurm host-list expression into the host names it stands for;
-``compress_hostlist`` is its inverse (used by the simulator).
-
-Rules (the subset of Slurm's ``hostlist`` grammar seen in ``sacct``/``scontrol`` output):
-
-- top-level commas separate host expressions; commas inside ``[...]`` separate ranges;
-- a bracket holds comma-separated items, each ``N`` or ``LO-HI`` (decimal digits);
-- zero padding follows the lower bound: ``[08-10]`` gives ``08 09 10``, ``[8-10]`` gives ``8 9 10``;
-- a name may hold several bracket groups, expanded as a Cartesian product, leftmost group
-  varying slowest: ``r[1-2]-n[01-02]`` gives ``r1-n01 r1-n02 r2-n01 r2-n02``;
-- order is kept and duplicates are not removed (as Slurm does).
-
-Anything else raises ``ValueError`` with a message that names the problem: unbalanced or
-nested brackets, an empty bracket or range item, a reversed range (``[5-3]``), characters
-that cannot appear in a host name, or an expansion of more than ``MAX_HOSTS`` names (checked
-arithmetically before anything is generated, so hostile input cannot exhaust memory).
-"""
+"""Slurm compressed host lists (``node-[001-004,017],gpu-b[7-8]``): ``expand_hostlist`` and its
+inverse ``compress_hostlist`` (used by the simulator). The grammar and its errors:
+docs/landing.md, "slurm/sacct.txt"; hostile input is counted before anything is generated."""
 
 from __future__ import annotations
 
@@ -142,15 +126,8 @@ def count_hostlist(s: str) -> int:
 
 
 def expand_hostlist(s: str) -> list[str]:
-    """Expand a Slurm host-list expression into host names.
-
-    >>> expand_hostlist("node-[001-002,017],gpu-b[7-8]")
-    ['node-001', 'node-002', 'node-017', 'gpu-b7', 'gpu-b8']
-    >>> expand_hostlist("r[1-2]-n[01-02]")
-    ['r1-n01', 'r1-n02', 'r2-n01', 'r2-n02']
-    >>> expand_hostlist("")
-    []
-    """
+    """Expand a Slurm host-list expression into host names, in order, duplicates kept:
+    ``node-[001-002,017],gpu-b[7-8]`` gives node-001, node-002, node-017, gpu-b7, gpu-b8."""
     _, parsed, _ = _parse_all(s)
     out: list[str] = []
     for literals, groups in parsed:
@@ -166,16 +143,9 @@ _LAST_NUMBER = re.compile(r"^(.*?)(\d+)([^0-9]*)$", re.S)
 
 
 def compress_hostlist(names: Iterable[str]) -> str:
-    """Compress host names into a Slurm host-list expression (inverse of ``expand_hostlist``).
-
-    Names are deduplicated and sorted (by the text around their last number, then the
-    number); runs of consecutive numbers with the same zero padding become ``LO-HI`` ranges.
-    ``expand_hostlist(compress_hostlist(x))`` returns the distinct names of ``x`` in that
-    order.
-
-    >>> compress_hostlist(["node-003", "node-001", "node-002", "node-017", "gpu-b8", "gpu-b7"])
-    'gpu-b[7-8],node-[001-003,017]'
-    """
+    """Host names as a Slurm host-list expression (the inverse of ``expand_hostlist``): deduplicated,
+    sorted, consecutive numbers of one padding as ``LO-HI``. node-003, node-001, node-002, gpu-b8
+    and gpu-b7 give ``gpu-b[7-8],node-[001-003]``."""
     if isinstance(names, str):
         raise TypeError("compress_hostlist takes an iterable of names, not a str")
     groups: dict[tuple[str, str], set[tuple[int, str]]] = {}

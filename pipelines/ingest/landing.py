@@ -1,15 +1,6 @@
-"""The landing folder (reference/landing-layout.md): find its partitions, list their files.
-
-Only names made of letters, digits, ``.``, ``_`` and ``-`` are read. ``_truth/`` and
-anything starting with ``_`` or ``.`` are not data. Symlinks and paths that resolve outside
-the landing folder are never followed: they are reported as problems instead.
-
-The landing folder may also be a URL (``s3://bucket/landing``, see ``storage``): discovery is
-then a listing of the store, and files are ``storage.ObjectPath`` keys that the reader
-streams. Symlinks do not exist there; a key with an empty, ``.`` or ``..`` segment (which
-a path normalizer would resolve elsewhere) is refused as ``outside_landing``, so every
-key read stays under the landing prefix.
-"""
+"""The landing folder (docs/landing.md): find its partitions, list their files, report problems.
+Only plain names are read; symlinks and paths outside the landing folder are never followed.
+A URL landing folder is a listing of the store, with the same rules."""
 
 from __future__ import annotations
 
@@ -30,7 +21,6 @@ KERNEL_SUFFIXES = (".log", ".log.gz", ".log.zst")
 # job output as schedulers write it (slurm-<id>.out, slurm-<id>_<task>.out, sbatch -o/-e names)
 JOB_OUTPUT_SUFFIXES = tuple(f"{ext}{z}" for ext in (".log", ".out", ".err", ".txt") for z in ("", ".gz", ".zst"))
 INVENTORY_REQUIRED = ("provider", "cluster", "rack", "node", "gpus")
-INVENTORY_OPTIONAL = ("gpu_model", "leaf_switch", "in_service_from", "in_service_to")
 
 
 class LandingError(ValueError):
@@ -311,10 +301,9 @@ def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFil
 
 
 def owned_discovery_problems(landing: str | os.PathLike, part: Partition) -> list[Problem]:
-    """The problems ``discover`` found above the day folders (a symlinked day, cluster or
-    provider folder, an invalid date) that ``part`` reports: each is owned by the first
-    partition under the nearest folder above it that has partitions, so it is reported
-    in quarantine exactly once."""
+    """The problems ``discover`` found above the day folders (a symlinked folder, an invalid date)
+    that ``part`` reports: each belongs to the first partition under the nearest folder above it
+    that has partitions, so it is quarantined exactly once."""
     root = _root(landing)
     days = (
         [d for d in _children(root, root / part.provider / part.cluster, [], dirs=True) if valid_date(d.name)]

@@ -1,20 +1,6 @@
-"""Find the lines of a block that hold a prefilter literal, in one pass over its bytes (Hyperscan).
-
-The prefilter's ~200 literals are compiled once into a Hyperscan database and run over the
-whole block at a few GB/s, the way grep runs over a file: no per-line calls. The caller runs
-the exact polars expression on just the lines returned, so the result is the same line for
-line.
-
-Literals only. Hyperscan 0.9.1 (the PyPI wheel) was seen to drop matches of regexes: with
-``\\{\\d+\\}\\[Hardware Error\\]`` and a longer pattern sharing its start in one database,
-``{2}[Hardware Error]`` after a 30-byte line was not reported at all. Literal sets showed no
-miss in randomized checks (``tests/test_literal_scan.py``), so regexes (job-log continuation
-lines, ``dmesg -H`` stamps, the rules themselves) stay with polars.
-
-Used only where it is exact and available: clean blocks (printable ASCII, tab, no CR), lines
-no longer than the overlong limit, and where the ``hyperscan`` wheel exists (x86-64 Linux).
-Anywhere else the polars path runs alone.
-"""
+"""Find the lines of a block that hold a prefilter literal, in one Hyperscan pass over its bytes.
+Literals only (regexes stay with polars); used on clean blocks where the wheel exists, and the
+caller runs the exact filter on the lines found (docs/architecture.md, "The parse hot path")."""
 
 from __future__ import annotations
 

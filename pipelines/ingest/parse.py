@@ -1,12 +1,6 @@
 """Parse log files (or streams) into events, benign counts and quarantine rows.
-
-The hot path reads each file in blocks of a few MB: polars splits a block into lines and a
-literal prefilter keeps the few lines that can matter. The kept lines of many files are then
-parsed together, in one set of polars expressions: prefix, UTC timestamp, classification,
-joining of multi-line messages (wrapped NVRM notices, SXid continuations, tracebacks, the
-ChildFailedError table) into one event. Per-file overhead stays small, so a night of
-thousands of small files costs about what one large file does.
-"""
+Files are read in blocks; a literal prefilter keeps the lines that can matter, and those of many
+files are parsed together in one set of polars expressions (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -21,10 +15,11 @@ from typing import BinaryIO
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
-from ..schema import EVENTS, QUARANTINE, conform
+from ..schema import EVENTS, QUARANTINE, UTC_TS, conform
 from . import literal_scan, reader
 from .prefix import derive_timestamps, split_prefix
 
@@ -37,9 +32,29 @@ JOB_CONT_RE = (
 EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
-# those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
+# those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate checks a block in C
 _CLEAN_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\r\x1b"
 _CLEAN_NO_CR = bytes(range(0x20, 0x7F)) + b"\t\n\x0b\x0c\x1b"  # and no CR (literal_scan's fast path)
+_HIGH = bytes(range(0x80, 0x100))
+_REPLACEMENT = "\ufffd".encode()
+
+
+def _clean(data: bytes, keep: bytes = _CLEAN_BYTES) -> bool:
+    """No control byte and valid UTF-8 without U+FFFD: no line of ``data`` can be garbage
+    (``GARBAGE_RE``), so the garbage check is skipped. Non-ASCII text (device names,
+    localized messages) is clean."""
+    rest = data.translate(None, keep)
+    if not rest:
+        return True
+    if rest.translate(None, _HIGH) or _REPLACEMENT in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 DMESG_H_RE = r"^\[[A-Z][a-z]{2}\d{1,2} \d\d:\d\d\]"
 KERNEL_JOIN_GAP = 3  # physical lines an NVRM/SXid continuation may trail its start by
 PREFIX_FORMATS = [  # (format name, prefix field that identifies it), first hit wins
@@ -164,7 +179,6 @@ CSV_OPTS = dict(
     infer_schema=False,
     comment_prefix=None,
 )
-CANDIDATE_BATCH = 50_000  # candidate lines gathered before they are parsed together
 FORMAT_SAMPLE_LINES = 200
 BLOCKS_IN_FLIGHT = 2  # blocks of one file split and prefiltered at once (polars drops the GIL)
 _POOL: ThreadPoolExecutor | None = None
@@ -180,11 +194,9 @@ def _pool() -> ThreadPoolExecutor:
 def _fast_candidates(
     block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None
 ) -> tuple[int, pl.DataFrame] | None:
-    """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match
-    (``literal_scan``), the exact polars filter runs on those alone (and on the head line).
-    None where that would not be exact: control or non-ASCII bytes, CR, overlong lines, full
-    mode, job logs and ``dmesg -H`` (their candidates also come from regexes, which Hyperscan is
-    not given: see ``literal_scan``), no Hyperscan."""
+    """``_scan_block`` without splitting the block: Hyperscan finds the lines that can match and
+    the exact polars filter runs on those alone. None where that would not be exact (dirty bytes,
+    CR, overlong lines, full mode, job logs, ``dmesg -H``: regex candidates) or without Hyperscan."""
     if (
         ctx.full
         or ctx.kind == "job"
@@ -195,7 +207,7 @@ def _fast_candidates(
     ):
         return None
     if block.head.translate(None, _CLEAN_NO_CR) or block.body.translate(None, _CLEAN_NO_CR):
-        return None
+        return None  # ASCII only: Hyperscan's caseless literals fold ASCII letters alone
     body = memoryview(block.body)
     nl = block.body.find(b"\n")
     start = nl + 1 if nl >= 0 else len(body)
@@ -205,14 +217,31 @@ def _fast_candidates(
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     if len(ends) and int((ends - starts).max()) > reader.MAX_LINE_BYTES:
         return None
-    idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals).tolist()
+    idx = literal_scan.matching_lines(rest, ends, rs.prefilter_literals)
     head = block.head[:-1] if block.head.endswith(b"\n") else block.head
-    raw = [head.decode("ascii")] + [bytes(rest[starts[i] : ends[i]]).decode("ascii") for i in idx]
-    line_no = [block.first_line_no] + [block.first_line_no + 1 + i for i in idx]
-    cand = pl.DataFrame(
-        {"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": pl.Series(raw, dtype=pl.String)}
-    ).with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+    raw = pl.concat([pl.Series("raw", [head.decode("ascii")], pl.String), _gather_lines(rest, starts, ends, idx)])
+    line_no = np.concatenate([[block.first_line_no], block.first_line_no + 1 + idx.astype(np.int64)])
+    cand = pl.DataFrame({"line_no": pl.Series(line_no, dtype=pl.Int64), "raw": raw}).with_columns(
+        _long=pl.lit(False), _garbage=pl.lit(False)
+    )
     return 1 + len(ends), cand.filter(_candidate_expr(ctx, rs, fmt))
+
+
+def _gather_lines(buf: memoryview, starts: np.ndarray, ends: np.ndarray, idx: np.ndarray) -> pl.Series:
+    """Lines ``idx`` of ``buf`` (ASCII, each ending in a newline at ``ends``) as fresh strings,
+    without a Python loop: an Arrow view of every line, gathered, newline stripped."""
+    if not len(idx):
+        return pl.Series("raw", [], pl.String)
+    offsets = np.concatenate([starts, [int(ends[-1]) + 1]]).astype(np.int64)
+    every = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(buf))
+    picked = every.take(pa.array(idx, type=pa.int64()))
+    return pl.Series("raw", picked).str.strip_suffix("\n")
+
+
+def _fresh(raw: pl.Series) -> pl.Series:
+    """A copy of strings filtered out of a larger frame: a filtered view would keep every
+    buffer of the frame alive."""
+    return pl.DataFrame({"raw": raw}).select(pl.concat_str([pl.col("raw"), pl.lit("")]))["raw"]
 
 
 def _scan_block(
@@ -225,7 +254,7 @@ def _scan_block(
         if fast is not None:
             return fast
     lines = lines_frame(block) if lines is None else lines
-    dirty = bool(block.head.translate(None, _CLEAN_BYTES) or block.body.translate(None, _CLEAN_BYTES))
+    dirty = not (_clean(block.head) and _clean(block.body))
     sel = _flags(lines.lazy(), dirty, block)
     if not ctx.full:
         sel = sel.filter(_candidate_expr(ctx, rs, fmt))
@@ -237,18 +266,14 @@ def _scan_block(
         )
         if not ctx.full:
             # fresh strings: a filtered string view would pin the whole block in memory
-            cand = cand.with_columns(raw=pl.Series("raw", cand["raw"].to_list(), pl.String))
+            cand = cand.with_columns(raw=_fresh(cand["raw"]))
     return lines.height, cand
 
 
 def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=None) -> FileScan:
-    """Read a stream block by block; keep only the candidate lines (all lines in full mode).
-
-    The first block is scanned alone (its first lines decide the prefix format), the rest
-    ``BLOCKS_IN_FLIGHT`` at a time in threads, numbered from 1 and shifted in order after.
-    ``on_block(scan)`` is called after each block, in order (full mode uses it to emit and
-    drop lines, so memory stays bounded whatever the input size).
-    """
+    """Read a stream block by block; keep only the candidate lines (all lines in full mode). The
+    first block is scanned alone (it decides the prefix format), the rest in threads, in order;
+    ``on_block(scan)`` after each lets full mode emit and drop lines, so memory stays bounded."""
     scan = FileScan(ctx)
     stats = reader.ReadStats()
 
@@ -289,11 +314,9 @@ def scan_file(path: str | os.PathLike, ctx: SourceContext, rs: RuleSet) -> FileS
 
 
 def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSet | None = None) -> list[ParseResult]:
-    """Parse many files: read each, then parse all their candidate lines in one batch.
-
-    Small clean files (the thousands of node logs of a fleet-day) are split, format-detected
-    and prefiltered together (``_scan_small``): per-file polars calls would cost more than
-    their lines. Everything else is scanned file by file, block by block."""
+    """Parse many files: read each, then parse all their candidate lines in one batch. Small clean
+    files are split and prefiltered together (``_scan_small``): per-file polars calls would cost
+    more than their lines. Everything else is scanned file by file, block by block."""
     rs = rs or load_ruleset()
     scans: list[FileScan | None] = [None] * len(items)
     small: list[tuple[int, str | os.PathLike, SourceContext, bytes, str]] = []
@@ -316,15 +339,14 @@ def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSe
     return parse_scans(scans, rs)
 
 
-SMALL_FILE_BYTES = 512 << 10  # content of a file scanned with others (< MAX_LINE_BYTES)
+SMALL_FILE_BYTES = 8 << 20  # content of a file scanned with others (one block or less)
 SMALL_BATCH_BYTES = 32 << 20  # content scanned in one go
 
 
 def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
-    """The whole content of a small, clean, local log (plain or compressed), CR-only line
-    ends made LF, and the sha256 of the content as read; None when the file is large, empty, dirty (control bytes, non-ASCII, the
-    splitter's separator), unreadable or a broken archive: the block scanner handles those,
-    with its messages."""
+    """The content of a small, clean, local log (CR-only line ends made LF) and its sha256; None
+    when the file is large, empty, dirty, unreadable or a broken archive, which the block scanner
+    handles with its messages."""
     if not isinstance(path, (str, os.PathLike)) or os.path.getsize(path) > SMALL_FILE_BYTES:
         return None
     try:
@@ -334,13 +356,7 @@ def _read_small(path: str | os.PathLike) -> tuple[bytes, str] | None:
             error = getattr(getattr(stream, "raw", None), "error", None)
     except OSError:
         return None
-    if (
-        not data
-        or len(data) > SMALL_FILE_BYTES
-        or error
-        or (bounded is not None and bounded.error)
-        or data.translate(None, _CLEAN_BYTES)
-    ):
+    if not data or len(data) > SMALL_FILE_BYTES or error or (bounded is not None and bounded.error) or not _clean(data):
         return None
     digest = hashlib.sha256(data).hexdigest()
     if b"\n" not in data and b"\r" in data:  # CR-only line ends, as the block reader reads them
@@ -354,7 +370,7 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
     counts = [d.count(b"\n") + (not d.endswith(b"\n")) for _i, _p, _c, d, _h in small]
     buf = b"".join(d if d.endswith(b"\n") else d + b"\n" for _i, _p, _c, d, _h in small)
     raw = _read_lines(buf)["raw"].fill_null("")
-    if len(raw) != sum(counts):  # never seen; the block scanner is the reference
+    if len(raw) != sum(counts):  # a split that disagrees: the block scanner is the reference
         for i, path, ctx, _d, _h in small:
             scans[i] = scan_file(path, ctx, rs)
         return
@@ -383,14 +399,18 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
         return pl.lit(pl.Series(flags, dtype=pl.Boolean)).gather(pl.col("f"))
 
     r = pl.col("raw")
+    long_ = r.str.len_bytes() > reader.MAX_LINE_BYTES
     cand = (
         lines.lazy()
         .filter(
             r.str.contains(rs.prefilter)
             | (per_file([c.kind == "job" for _i, _p, c, _d, _h in small]) & r.str.contains(JOB_CONT_RE))
             | (per_file([f in ("dmesg_H", "dmesg_relative") for f in fmts]) & r.str.contains(DMESG_H_RE))
+            | long_
         )
-        .with_columns(_long=pl.lit(False), _garbage=pl.lit(False))
+        .with_columns(_long=long_, _garbage=pl.lit(False))
+        # an overlong line is quarantined with a preview: rules never see megabytes of it
+        .with_columns(raw=pl.when(pl.col("_long")).then(r.str.slice(0, reader.PREVIEW_BYTES)).otherwise(r))
         .collect()
     )
     parts = cand.partition_by("f", as_dict=True)
@@ -403,7 +423,7 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
                 pl.DataFrame(
                     {
                         "line_no": c["line_no"],
-                        "raw": pl.Series("raw", c["raw"].to_list(), pl.String),
+                        "raw": _fresh(c["raw"]),
                         "_long": c["_long"],
                         "_garbage": c["_garbage"],
                     }
@@ -556,7 +576,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     if frames:
         cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
         boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
-        ev, lines = _events_from_candidates(cand, rs, boots, last_ts)
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, collapse=not full)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
             "_file",
@@ -577,26 +597,34 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             n = lines.filter(~pl.col("_q")).group_by("_file", "_grp").agg(pl.len().alias("_n"))
             ev = (
                 ev.join(n, on=["_file", "_grp"], how="inner", maintain_order="left")
-                .with_columns(line_count=pl.col("_n").cast(pl.Int32))
+                .with_columns(line_count=(pl.col("_n") + pl.col("repeats") - 1).cast(pl.Int32))
                 .drop("_n")
             )
         else:
             lines = lines.with_columns(_q=pl.lit(False))
     else:
         ev = q = lines = None
+    # each frame split by file once (filtering per file would scan every frame once a file)
+    by_file = {
+        name: (frame.partition_by("_file", as_dict=True) if frame is not None else {})
+        for name, frame in (("ev", ev), ("q", q), ("lines", lines if full else None))
+    }
     out = []
     for i, s in enumerate(scans):
-        e = ev.filter(pl.col("_file") == i) if ev is not None else pl.DataFrame(schema=EVENTS)
-        qq = q.filter(pl.col("_file") == i).drop("_file") if q is not None else pl.DataFrame(schema=QUARANTINE)
+        e = by_file["ev"].get((i,), ev.clear() if ev is not None else pl.DataFrame(schema=EVENTS))
+        qq = by_file["q"].get((i,), q.clear() if q is not None else None)
+        qq = qq.drop("_file") if qq is not None else pl.DataFrame(schema=QUARANTINE)
+        n_q = qq.height
         if s.error:
             qq = pl.concat([conform(qq, QUARANTINE, name="quarantine"), _read_error_row(s.ctx, s.lines_read, s.error)])
         per_line = None
         if full and lines is not None:
-            per_line = lines.filter(pl.col("_file") == i).with_columns(
-                category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category"))
+            per_line = (
+                by_file["lines"]
+                .get((i,), lines.clear())
+                .with_columns(category=pl.when(pl.col("_q")).then(pl.lit("quarantined")).otherwise(pl.col("category")))
             )
         event_lines = int(e["line_count"].sum()) if e.height else 0
-        n_q = int((q["_file"] == i).sum()) if q is not None else 0
         res = ParseResult(
             conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
             conform(qq, QUARANTINE, name="quarantine"),
@@ -615,25 +643,124 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     return out
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+TAKE_FIRST_NON_NULL = (
+    "ts",
+    "node",
+    "gpu_pci",
+    "gpu_uuid",
+    "gpu_serial",
+    "job_id",
+    "rank",
+    "xid",
+    "sxid",
+    "nccl_status",
+)
+TAKE_FIRST = (
+    "_file",
+    "_source",
+    "_provider",
+    "_cluster",
+    "family",
+    "category",
+    "severity",
+    "action",
+    "rule_id",
+    "keep",
+)
+
+
+def _templates(first_line: pl.Expr) -> pl.Expr:
+    """``mask_template`` of each event's first line, computed once per distinct line."""
+    return first_line.map_batches(_distinct_templates, return_dtype=pl.String)
+
+
+def _distinct_templates(s: pl.Series) -> pl.Series:
+    frame = pl.DataFrame({"m": s})
+    uniq = frame.unique("m", maintain_order=True).with_columns(t=mask_template(pl.col("m")))
+    return frame.join(uniq, on="m", how="left", maintain_order="left", nulls_equal=True)["t"]
+
+
+#: a message repeated on one file's line (same rank or host label) at least this often, with
+#: no more than FLOOD_LINE_GAP lines between two repeats, is one event standing for all of them
+FLOOD_MIN = 50
+FLOOD_LINE_GAP = 2_000
+
+
+def _collapse_floods(c: pl.DataFrame) -> pl.DataFrame:
+    """Floods (an Xid 95 printed 800,000 times by one GPU) as one event per burst: the first
+    and last line of each burst stay (for the times and the evidence), the lines between go,
+    counted in ``_repeats``. Only one-line events collapse; joined messages stay whole."""
+    grp = pl.col("_grp")
+    single = ~((grp == grp.shift(1)) | (grp == grp.shift(-1))).fill_null(False)
+    eligible = single & (pl.col("category") != "benign") & ~pl.col("_long") & ~pl.col("_garbage")
+    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
+    c = c.with_columns(_fk=pl.when(eligible).then(key), _pos=pl.int_range(pl.len(), dtype=pl.Int64))
+    runs = (
+        c.lazy()
+        .filter(pl.col("_fk").is_not_null())
+        .select("_pos", "_fk", "_file", "line_no")
+        .sort("_file", "_fk", "line_no")
+        .with_columns(
+            _burst=(
+                (pl.col("_fk") != pl.col("_fk").shift(1))
+                | (pl.col("_file") != pl.col("_file").shift(1))
+                | ((pl.col("line_no") - pl.col("line_no").shift(1)) > FLOOD_LINE_GAP)
+            )
+            .fill_null(True)
+            .cum_sum()
+        )
+        .with_columns(
+            _n=pl.len().over("_burst"),
+            _first=pl.col("line_no").min().over("_burst"),
+            _last=pl.col("line_no").max().over("_burst"),
+        )
+        .filter(pl.col("_n") >= FLOOD_MIN)
+        .select(
+            "_pos",
+            _repeats=pl.when(pl.col("line_no") == pl.col("_first")).then(pl.col("_n").cast(pl.Int32)),
+            _flood_end=pl.col("line_no") == pl.col("_last"),
+            _keep=(pl.col("line_no") == pl.col("_first")) | (pl.col("line_no") == pl.col("_last")),
+        )
+        .collect()
+    )
+    c = c.drop("_fk")
+    if not runs.height:
+        return c.drop("_pos").with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False))
+    c = c.join(runs, on="_pos", how="left", maintain_order="left")
+    return (
+        c.filter(pl.col("_keep").fill_null(True))
+        .drop("_pos", "_keep")
+        .with_columns(_repeats=pl.col("_repeats").fill_null(1), _flood_end=pl.col("_flood_end").fill_null(False))
+    )
+
+
+def _flood_ends(c: pl.DataFrame) -> pl.DataFrame:
+    """Each burst's last line, once its time is known, folded into the burst's first line."""
+    if not c["_flood_end"].any():
+        return c.with_columns(_last_ts=pl.lit(None, UTC_TS), _last_raw=pl.lit(None, pl.String)).drop("_flood_end")
+    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
+    c = c.with_columns(_fk=key)
+    ends = c.filter("_flood_end").select("_fk", "_file", "line_no", _last_ts="ts", _last_raw="raw")
+    starts = (
+        c.filter(pl.col("_repeats") > 1)
+        .select("_fk", "_file", "line_no")
+        .join_asof(ends.sort("line_no"), on="line_no", by=["_file", "_fk"], strategy="forward", check_sortedness=False)
+        .select("_fk", "_file", "line_no", "_last_ts", "_last_raw")
+    )
+    c = c.filter(~pl.col("_flood_end")).join(starts, on=["_fk", "_file", "line_no"], how="left", maintain_order="left")
+    return c.drop("_fk", "_flood_end")
+
+
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, collapse: bool = True):
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
-    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw").str.strip_chars_start("\x00"))).unnest("p")
-    c = derive_timestamps(c, boots_by_file=boots or None)
+    raw = pl.col("raw")
+    if c.height and c["raw"].str.starts_with("\x00").any():
+        raw = raw.str.strip_chars_start("\x00")
+    c = c.sort("_file", "line_no").with_columns(p=split_prefix(raw)).unnest("p")
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
-
-    # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
-    # before them in the same file (in full mode, of the block before too)
-    has_ts = pl.col("ts").is_not_null()
-    c = c.with_columns(
-        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
-        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
-    )
-    if last_ts is not None:
-        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
-    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
 
     is_job = pl.col("_kind") == "job"
     same_file = pl.col("_file") == pl.col("_file").shift(1)
@@ -651,6 +778,20 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         & ~pl.col("_long").shift(1)
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
+    c = _collapse_floods(c) if collapse else c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False))
+
+    c = derive_timestamps(c, boots_by_file=boots or None)
+    # lines without a stamp (dmesg -H relative lines, job output) take the time of the line
+    # before them in the same file (in full mode, of the block before too)
+    has_ts = pl.col("ts").is_not_null()
+    c = c.with_columns(
+        ts_source=pl.when(has_ts).then(pl.col("ts_source")).otherwise(pl.lit("inherited")),
+        ts=pl.col("ts").fill_null(strategy="forward").over("_file"),
+    )
+    if last_ts is not None:
+        c = c.with_columns(ts=pl.col("ts").fill_null(pl.lit(last_ts, dtype=pl.Datetime("us", "UTC"))))
+    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
+    c = _flood_ends(c)
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
     node_from_line = pl.coalesce(
@@ -700,49 +841,54 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         "_grp",
         "_long",
         "_garbage",
+        "_repeats",
+        "_last_ts",
+        "_last_raw",
     ]
     lines = c.select(per_line_cols)
-    # one event per group: the deciding line's fields first, then the first non-null
-    ordered = lines.sort(["_grp", "_rank", "line_no"])
-    take_first_non_null = [
-        "ts",
-        "node",
-        "gpu_pci",
-        "gpu_uuid",
-        "gpu_serial",
-        "job_id",
-        "rank",
-        "xid",
-        "sxid",
-        "nccl_status",
-    ]
-    ev = ordered.group_by("_grp", maintain_order=True).agg(
-        [pl.col(x).drop_nulls().first() for x in take_first_non_null]
-        + [
-            pl.col(x).first()
-            for x in (
-                "_file",
-                "_source",
-                "_provider",
-                "_cluster",
-                "family",
-                "category",
-                "severity",
-                "action",
-                "rule_id",
-                "keep",
-            )
-        ]
-        + [
-            pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
-            pl.col("line_no").min().alias("line_no"),
-            pl.len().cast(pl.Int32).alias("line_count"),
-        ]
+    # most events are one line: only the lines of joined groups are aggregated
+    grp = pl.col("_grp")
+    multi = lines.select((grp == grp.shift(1)) | (grp == grp.shift(-1)))[:, 0].fill_null(False)
+    many, one = lines.filter(multi), lines.filter(~multi)
+    single = one.select(
+        "_grp",
+        *TAKE_FIRST_NON_NULL,
+        *TAKE_FIRST,
+        pl.when(pl.col("ts").is_not_null()).then(pl.col("ts_source")).alias("ts_source"),
+        "line_no",
+        pl.col("_repeats").alias("line_count"),
+        "raw",
+        pl.col("msg").alias("message"),
+        pl.col("_repeats").alias("repeats"),
+        pl.col("_last_ts").alias("last_ts"),
+        pl.col("_last_raw").alias("last_raw"),
     )
-    texts = lines.group_by("_grp", maintain_order=True).agg(
-        pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message")
+    # a joined event: the deciding line's fields first, then the first non-null
+    joined = (
+        many.sort(["_grp", "_rank", "line_no"])
+        .group_by("_grp", maintain_order=True)
+        .agg(
+            [pl.col(x).drop_nulls().first() for x in TAKE_FIRST_NON_NULL]
+            + [pl.col(x).first() for x in TAKE_FIRST]
+            + [
+                pl.col("ts_source").filter(pl.col("ts").is_not_null()).first().alias("ts_source"),
+                pl.col("line_no").min().alias("line_no"),
+                pl.len().cast(pl.Int32).alias("line_count"),
+                pl.lit(1, pl.Int32).alias("repeats"),
+                pl.lit(None, UTC_TS).alias("last_ts"),
+                pl.lit(None, pl.String).alias("last_raw"),
+            ]
+        )
+        .join(
+            many.group_by("_grp", maintain_order=True).agg(
+                pl.col("raw").str.join("\n").alias("raw"), pl.col("msg").str.join("\n").alias("message")
+            ),
+            on="_grp",
+            how="left",
+            maintain_order="left",
+        )
     )
-    ev = ev.join(texts, on="_grp", how="left", maintain_order="left")
+    ev = pl.concat([single, joined.select(single.columns)]).sort("_grp")
     ev = ev.filter((pl.col("category") != "benign") | pl.col("keep"))
     ev = ev.with_columns(
         event_id=pl.format("{}:{}", pl.col("_source"), pl.col("line_no")),
@@ -751,11 +897,12 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         cluster=pl.col("_cluster"),
         ts_source=pl.col("ts_source").fill_null("none"),
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
-        template=mask_template(pl.col("message").str.split("\n").list.first()),
+        template=_templates(pl.col("message").str.split("\n").list.first()),
     ).drop("keep", "_source", "_provider", "_cluster")
-    # per physical line, the joined event's verdict (continuations carry it too)
+    # per physical line, the joined event's verdict (continuations carry it too); a one-line
+    # event's verdict is its line's own
     cols = ("category", "severity", "action", "family")
-    verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
+    verdict = ev.filter(pl.col("line_count") > 1).select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
     lines = (
         lines.join(verdict, on="_grp", how="left", maintain_order="left")
         .with_columns([pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols])

@@ -1,9 +1,6 @@
-"""Ingest one landing partition (provider/cluster/day) into its tables: plain Python.
-
-Every file of the partition ends up in ``audit`` (one row each, balanced: lines read =
-event lines + benign + quarantined); every line or file that could not be used ends up in
-``quarantine`` with a reason. Nothing here knows about Dagster.
-"""
+"""Ingest one landing partition (provider/cluster/day) into its tables; no Dagster. Every file
+gets one balanced ``audit`` row (lines read = event lines + benign + quarantined), and every
+line or file that could not be used a ``quarantine`` row with its reason."""
 
 from __future__ import annotations
 
@@ -29,7 +26,8 @@ from .flight_recorder import (
     suspect_rank,
 )
 from .landing import Partition, PartitionFiles, partition_files
-from .parse import ParseResult, SourceContext, file_checksum, parse_files
+from .parse import ParseResult, SourceContext, file_checksum
+from .pool import parse_partition_files
 from .sacct import parse_sacct
 
 
@@ -309,7 +307,7 @@ def ingest_partition(
     items += [(path, "job", ctx(path, "job", job_id=job_id)) for job_id, path in pf.job_logs]
     if pf.slurmctld is not None:
         items.append((pf.slurmctld, "slurmctld", ctx(pf.slurmctld, "slurmctld")))
-    results = parse_files([(path, c) for path, _kind, c in items], rs)
+    results = parse_partition_files([(path, c) for path, _kind, c in items], rs)
     kernel, job = [], []
     first_copy: dict[str, Path] = {}  # content sha256 -> first file delivering it
     for (path, kind, _c), res in zip(items, results):

@@ -1,14 +1,11 @@
-"""Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars.
-
-Every kernel-log prefix of the format notes is one alternative of ``PREFIX_RE``; job-log
-prefixes (rank labels, glog, Python logging, torchrun) are alternatives too. Timestamps are
-turned into UTC by ``derive_timestamps`` and always say how they were derived
-(``ts_source``): nothing is parsed by guessing.
-"""
+"""Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars: every
+prefix format is one alternative of ``PREFIX_RE``, and every timestamp says how it was turned
+into UTC (``ts_source``, docs/classify.md): nothing is parsed by guessing."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import polars as pl
 
@@ -88,12 +85,17 @@ MONTHS = {
     "okt.": 10,
 }
 
-TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time", "inherited", "none")
+
+# the prefix alone: the regex stops where the message starts instead of capturing it
+_HEAD_RE = "^(?P<_head>" + PREFIX_RE[1 : PREFIX_RE.index("(?P<msg>.*)$")] + ")"
+PREFIX_FIELDS = tuple(n for n in re.findall(r"\(\?P<(\w+)>", PREFIX_RE))
 
 
 def split_prefix(raw: pl.Expr) -> pl.Expr:
-    """Struct of the prefix fields and the message of each line."""
-    return raw.str.extract_groups(PREFIX_RE)
+    """Struct of the prefix fields and the message of each line (``PREFIX_RE``'s groups)."""
+    groups = raw.str.extract_groups(_HEAD_RE)
+    msg = raw.str.slice(groups.struct.field("_head").str.len_chars())
+    return pl.struct([groups.struct.field(n) if n != "msg" else msg.alias("msg") for n in PREFIX_FIELDS])
 
 
 def _month_expr(name: pl.Expr) -> pl.Expr:
@@ -112,6 +114,8 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
     return text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
 
 
+#: prefix fields a wall-clock stamp is read from
+STAMP_FIELDS = ("iso5424", "iso", "diso", "slurm", "pylog", "ctime", "fm", "bsd", "glog", "hmon", "hday", "htime")
 MAX_MONO_SECONDS = 1e10  # seconds since boot beyond this (~317 years) are malformed
 _TS_MIN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _TS_MAX = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
@@ -130,10 +134,8 @@ def derive_timestamps(
     boots_by_file: dict[int, list[dt.datetime]] | None = None,
 ) -> pl.DataFrame:
     """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``).
-
-    Frames of many files carry ``_ref_date`` (the partition day per row), ``_file`` and
-    ``boots_by_file``; single-file callers pass ``ref_date`` and ``boots``.
-    """
+    Frames of many files carry ``_ref_date`` (per row), ``_file`` and ``boots_by_file``;
+    single-file callers pass ``ref_date`` and ``boots``."""
     c = pl.col
     if "_ref_date" not in p.columns:
         p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
@@ -173,12 +175,22 @@ def derive_timestamps(
     # malformed stamps (seconds since boot beyond ~300 years, times outside 1970-9000) are
     # no time at all: nulled here, they never overflow the casts below or Python datetimes
     mono = pl.when(mono <= MAX_MONO_SECONDS).then(mono)
-    p = p.with_columns(
-        _abs=_sane(abs_ts),
-        _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
-        _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, h_ts)),
-        _mono=mono,
+    # wall-clock stamps repeat (many lines a second, the same second on every node): each
+    # distinct stamp is parsed once
+    fields = [f for f in STAMP_FIELDS if f in p.columns]
+    key = pl.concat_str([c(f).fill_null("\x00") for f in fields] + [ref.cast(pl.String)], separator="\x1f")
+    p = p.with_columns(_skey=key, _mono=mono)
+    parsed = (
+        p.select("_skey", *fields, "_ref_date")
+        .unique("_skey")
+        .select(
+            "_skey",
+            _abs=_sane(abs_ts),
+            _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
+            _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, h_ts)),
+        )
     )
+    p = p.join(parsed, on="_skey", how="left", maintain_order="left").drop("_skey")
     p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
     boot_ts = _sane(c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64)))
     ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
@@ -199,11 +211,9 @@ def derive_timestamps(
 
 
 def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | None) -> pl.DataFrame:
-    """Boot time (``_boot``) of every monotonic stamp; a drop in the counter means a reboot.
-
-    The last boot segment of a file takes the file's last known boot, the one before it the
-    boot before that, and so on (a day's log ends in the boot that is running).
-    """
+    """Boot time (``_boot``) of every monotonic stamp; a drop in the counter means a reboot. The
+    last boot segment of a file takes its last known boot, the one before it the boot before
+    that (a day's log ends in the boot that is running)."""
     rows = [
         (f, i, b if b.tzinfo else b.replace(tzinfo=dt.timezone.utc), len(bs))
         for f, bs in (boots_by_file or {}).items()

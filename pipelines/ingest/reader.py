@@ -1,9 +1,6 @@
-"""Bounded, streaming reads of plain, gzip and zstd log files, cut into line blocks.
-
-A block is a run of whole physical lines (it ends on a newline), so the hot path can hand
-each block to polars in one call. Decompression is bounded (size and ratio) and truncated
-archives keep what was readable; both are reported as ``ReadIssue`` rows, never raised.
-"""
+"""Bounded, streaming reads of plain, gzip and zstd log files, cut into blocks of whole lines.
+Decompression is bounded in size and ratio, and truncated archives keep what was readable;
+both are reported as ``ReadIssue`` rows, never raised."""
 
 from __future__ import annotations
 
@@ -41,10 +38,8 @@ class ReadIssue:
 @dataclass
 class Block:
     """Whole lines: ``head`` (the first line, complete) then ``body`` minus its first line.
-
-    ``body`` is the chunk as read (no copy); its first line is the tail of ``head`` and, when
-    ``drop_last`` is set, its last line is partial and continues in the next block.
-    """
+    ``body`` is the chunk as read (no copy): its first line is the tail of ``head``, and with
+    ``drop_last`` its last line is partial and continues in the next block."""
 
     head: bytes
     body: bytes = b""
@@ -103,11 +98,9 @@ class _GzipStream:
 
 
 class _ZstdStream:
-    """Incremental zstd (multi-frame); raises ``EOFError`` when the input ends mid-frame
-    (zstandard's stream_reader returns b'' there), after handing out what it decoded.
-
-    Input is fed in small pieces so one call expands to at most ~32 MiB (zstd's ratio is
-    bounded by ~32768), whatever the archive: the size bound stays effective."""
+    """Incremental zstd (multi-frame); raises ``EOFError`` when the input ends mid-frame, after
+    handing out what it decoded. Input is fed in small pieces so one call expands to a bounded
+    size whatever the archive, and the size bound stays effective."""
 
     PIECE = 1 << 10
 
@@ -180,9 +173,8 @@ def open_log(
     path: str | os.PathLike, *, max_bytes: int = MAX_DECOMPRESSED_BYTES, max_ratio: int = MAX_RATIO
 ) -> tuple[BinaryIO, _Bounded | None, int]:
     """Open a log for binary reading; returns (stream, bound-tracker or None, on-disk size).
-
-    ``path`` may be a ``storage.ObjectPath``: the object is streamed (ranged reads of
-    ``BLOCK_SIZE``) through the same decompression and bounds, never downloaded whole."""
+    ``path`` may be a ``storage.ObjectPath``: the object is streamed with ranged reads through the
+    same decompression and bounds, never downloaded whole."""
     if isinstance(path, ObjectPath):
         size = path.stat().st_size
         raw = path.open("rb", block_size=BLOCK_SIZE)
@@ -236,11 +228,9 @@ def _prefetch(stream: BinaryIO, size: int, digest=None) -> Iterator[bytes]:
 def iter_blocks(
     stream: BinaryIO, stats: ReadStats, *, block_size: int = BLOCK_SIZE, max_line: int = MAX_LINE_BYTES
 ) -> Iterator[Block]:
-    """Yield blocks of whole lines; CR-only files are read as if CR were the line end.
-
-    A line longer than ``max(block_size, max_line)`` is never held whole: its block carries
-    a preview and ``head_overlong`` its real length.
-    """
+    """Yield blocks of whole lines; CR-only files are read as if CR were the line end. A line
+    longer than ``max(block_size, max_line)`` is never held whole: its block carries a preview
+    and ``head_overlong`` its real length."""
     limit = max(block_size, max_line)
     carry = b""
     overlong = 0

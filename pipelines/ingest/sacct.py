@@ -1,42 +1,6 @@
-"""Parse ``sacct -P`` accounting output (docs/landing.md).
-
-Input: the bytes of ``slurm/sacct.txt`` in a landing day folder: a header line naming the
-columns, then one ``|``-separated row per job allocation and per job step::
-
-    JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason
-    12345|train|alice|gpu|node-[001-004]|4|billing=32,cpu=32,gres/gpu=32,mem=1000G,node=4|2026-11-24T01:00:00|...
-    12345.batch|batch|||node-001|1|cpu=8,gres/gpu=8,mem=250G,node=1|...
-    12345.0|python3|||node-[001-004]|4|...
-
-Columns are found by header name (case-insensitive), so any ``--format`` order or subset
-works as long as ``JobID`` (or ``JobIDRaw``) is there; the other known columns are optional
-and come out null when absent. ``sacct -p`` output (a trailing ``|`` on every line) is
-accepted too, as are repeated header lines from concatenated files.
-
-The work is vectorized with polars over the whole file; only node-list validation and
-expansion call Python, once per distinct node list.
-
-Bad rows never raise: they go to ``quarantine`` with a short reason. Every physical line is
-accounted for in ``SacctResult.accounted``::
-
-    lines_read == header + jobs + steps + quarantined + blank
-
-Conventions:
-
-- times are printed by sacct in the cluster's local time without a zone; they are read in
-  ``tz`` and returned as ``Datetime("us", "UTC")``. ``Unknown``/``None``/empty are null. A
-  local time that does not exist (skipped by a DST change) is null; an ambiguous one takes
-  the earlier instant.
-- ``state`` is the first word, upper-cased (``CANCELLED by 1234`` -> ``CANCELLED``, and the
-  uid goes to ``cancelled_by``).
-- ``reason`` is null where sacct prints ``None`` (no reason).
-- ``n_nodes`` is sacct's NNodes (for a pending job, the number requested); when the file
-  has no NNodes column it is the length of ``nodes``.
-- ``nodes`` is the expanded ``nodelist``: an empty list for ``None assigned`` (pending
-  jobs), null when the file has no NodeList column.
-- ``array_task_id`` is null for a pending array range such as ``12345_[1-3%2]`` (the range
-  is still in ``job_id``).
-"""
+"""Parse ``sacct -P`` accounting output into jobs, steps and quarantined rows, vectorized with
+polars; only node lists call Python, once per distinct list. Columns by header name, every line
+accounted for; conventions (times, states, node lists): docs/landing.md, "slurm/sacct.txt"."""
 
 from __future__ import annotations
 
@@ -130,11 +94,9 @@ def _zone(tz: str):
 
 
 def parse_slurm_stamp(s: str | None, tz: str = "UTC") -> datetime | None:
-    """``2026-11-24T03:14:07`` (local time in ``tz``) -> aware UTC datetime.
-
-    ``None``, empty, ``Unknown``, ``None`` and ``N/A`` give ``None``; anything else that is
-    not a Slurm timestamp raises ``ValueError``.
-    """
+    """``2026-11-24T03:14:07`` (local time in ``tz``) -> aware UTC datetime. Empty and the null
+    words (``Unknown``, ``None``, ``N/A``, ``(null)``) give ``None``; anything else that is not a
+    Slurm timestamp raises ``ValueError``."""
     if s is None:
         return None
     s = s.strip()

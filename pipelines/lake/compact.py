@@ -1,37 +1,6 @@
-"""Monthly compaction of the lake: a read-optimized cache for the views, never the source of truth.
-
-A query over a year of history opened every day file of a table (about 730 for two
-clusters, footers and all): most of its time. ``compact`` writes, for each lake table,
-provider, cluster and *closed* month (a month before the month of the cluster's newest
-date in that table, so a week-long demo never compacts), one file holding that month's
-rows, partition columns included::
-
-    <warehouse>/lake_compact/<table>/provider=P/cluster=C/month=YYYY-MM/data.parquet
-
-The day files stay exactly as they are and stay the source of truth (``read_table``,
-``scan_table``, analytics and re-runs use them only). A compacted file carries, in its
-Parquet footer (key ``faultline.lake.compact``), the manifest of the day files it was built
-from: their paths under the table's folder with size, mtime_ns and inode. Data and manifest
-are one file, written under a temporary name, fsynced and renamed into place
-(``lake.atomic_produce``): a reader sees the old month or the new one, never a partial
-file, and a crash leaves the previous file as it was. A day file replaced while it was
-being read (its size, mtime or inode differ after the copy) leaves the month for the next
-run.
-
-``warehouse.build`` uses a compacted file only while every day file its manifest names
-is still that same file on disk (``usable``), and then only for those days: the view reads
-them from the compacted file and every other day file through a glob (over the build's
-snapshot of the lake, ``snapshot``; see ``warehouse.table_view_sql``), so no day is read
-twice or missed. A re-run of an old day
-makes the manifest stale: the next build reads that month from its day files until
-``compact`` has rebuilt it. A late day in a closed month is read from its day file (the
-rest of the month stays compacted) until ``compact`` folds it in.
-
-Local warehouses only for now: for a URL warehouse ``compact`` does nothing and the views
-read the day files as before. Partition values must be plain (landing names: letters,
-digits, ``.``, ``_``, ``-``; ISO dates), and every data file of the table must sit at
-``provider=*/cluster=*/date=*/data.parquet``; otherwise that table is not compacted.
-"""
+"""Monthly compaction of the lake: one file per table, cluster and closed month, a read cache.
+The day files stay the source of truth: a view reads a month file only while the day files its
+footer names are unchanged (docs/architecture.md, "Compaction")."""
 
 from __future__ import annotations
 
@@ -273,16 +242,9 @@ def _write_month(
 
 
 def compact(warehouse: str | os.PathLike, tables: list[str] | None = None) -> CompactReport:
-    """(Re)compact every closed month whose compacted file is missing or stale.
-
-    Idempotent; when nothing changed it only lists and stats the day files and reads the
-    compacted files' footers. Call it before ``warehouse.build``, which uses the result.
-    A month that cannot be written (an I/O or DuckDB error) is reported in ``failed`` and
-    keeps its previous file, which the views ignore while it is stale. A compacted month
-    none of whose day files is left (a cluster retired, old days deleted) is removed: it is
-    a cache of nothing, and the views read snapshots, never these files (``removed``). A URL
-    warehouse is left alone (compaction is local-only for now).
-    """
+    """(Re)compact every closed month whose compacted file is missing or stale; idempotent. Call it
+    before ``views.build``. A month that cannot be written keeps its previous file (``failed``); one
+    none of whose day files is left is removed. A URL warehouse is left alone."""
     t0 = time.perf_counter()
     report = CompactReport()
     if storage.is_url(warehouse):
@@ -371,12 +333,9 @@ def usable(
     day_select: str,
     months: list[tuple[MonthKey, Path]] | None = None,
 ) -> Usable:
-    """The compacted files of ``table`` a view may read now, and the days each stands in
-    for: those its manifest names, when each of them is on disk with the same size, mtime
-    and inode (a day file of that month it does not name is read from the lake), and the
-    file has the same columns and types as the view's query over the day files
-    (``day_select``). ``months``: the compacted files to consider (``compacted_months``;
-    a snapshot passes its links to them), by default those in the warehouse."""
+    """The compacted files of ``table`` a view may read now, and the days each stands in for:
+    those whose manifest's day files are unchanged on disk and whose columns match ``day_select``.
+    ``months``: the files to consider (a snapshot passes its links), by default the warehouse's."""
     out = Usable()
     if months is None:
         if storage.is_url(warehouse) or not (compact_root(warehouse) / table).is_dir():

@@ -1,18 +1,6 @@
 """The lake: hive-partitioned Parquet under ``<warehouse>/lake``, one file per table partition.
-
-``<warehouse>/lake/<table>/provider=<p>/cluster=<c>/date=<d>/data.parquet`` (zstd). A write
-goes to a temporary file in the same directory, is fsynced, then ``os.replace``d onto
-``data.parquet``: a reader sees the old file or the new one, never a partial one and never
-both. Temporary names never end in ``.parquet``, so globs over ``data.parquet`` skip them;
-leftovers of a killed writer are swept by the next write to that directory.
-
-The warehouse may also be a URL (``s3://bucket/wh``, see ``storage``): then each partition
-file is written to a local temporary file and uploaded as one object (S3 makes an object
-visible only when its PUT, or multipart upload, completes: readers see the old object or
-the new one, never a partial one, and no temporary object ever exists in the bucket).
-Reads go through the fsspec filesystem, one open handle per file (s3fs pins the object's
-ETag, so a file replaced mid-read fails instead of mixing two versions).
-"""
+Writes are atomic (temporary file, fsync, rename; one PUT on object storage), so a reader sees
+the old file or the new one (docs/architecture.md, "Lake files"; docs/object-storage.md)."""
 
 from __future__ import annotations
 
@@ -99,19 +87,15 @@ def write_partition(
     warehouse: str | os.PathLike, table: str, df: pl.DataFrame, provider: str, cluster: str, date: str
 ) -> Path:
     """Conform ``df`` to the table's schema and atomically replace that partition's file.
-
-    An empty frame still writes an (empty, schema-correct) file, so a rerun that removes
-    rows takes effect.
-    """
+    An empty frame still writes an empty, schema-correct file, so a rerun that removes rows
+    takes effect."""
     return write_partitions(warehouse, {table: df}, provider, cluster, date)[table][0]
 
 
 def partition_frame(table: str, df: pl.DataFrame, provider: str, cluster: str, date: str) -> pl.DataFrame:
     """``df`` as ``write_partition`` stores it and ``read_partition`` returns it: the table's
-    schema (partition columns filled in), in its canonical order. Raises ``ValueError`` for
-    rows of another partition. A frame already in the table's schema (what the parser
-    makes) costs one query, the sort: a partition's tables are small, and each query's fixed
-    cost is most of the work."""
+    schema (partition columns filled in), in canonical order. Raises ``ValueError`` for rows of
+    another partition. A frame already in the table's schema costs one query, the sort."""
     values = {"provider": provider, "cluster": cluster, "date": dt.date.fromisoformat(date)}
     fills = []
     for c, v in values.items():
@@ -200,10 +184,9 @@ def commit(tmp: Path, final: Path) -> Path:
 def write_partitions(
     warehouse: str | os.PathLike, frames: dict[str, pl.DataFrame], provider: str, cluster: str, date: str
 ) -> dict[str, tuple[Path | ObjectPath, pl.DataFrame]]:
-    """Several tables of one partition, all or none: every file is conformed and staged
-    before any is renamed into place, so a failed write (a full disk, a bad row) leaves the
-    partition's files as they were. Returns ``{table: (path, frame as read back)}``. Object
-    storage: one PUT per table, in order (each object is replaced atomically)."""
+    """Several tables of one partition, all or none: every file is staged before any is renamed,
+    so a failed write leaves the partition as it was. Returns ``{table: (path, frame as read back)}``.
+    Object storage: one PUT per table, in order."""
     full = {t: partition_frame(t, df, provider, cluster, date) for t, df in frames.items()}
     finals = {t: partition_dir(warehouse, t, provider, cluster, date) / DATA_FILE for t in full}
     if any(isinstance(f, ObjectPath) for f in finals.values()):
@@ -326,7 +309,11 @@ def read_table(warehouse: str | os.PathLike, table: str) -> pl.DataFrame:
             )
     if not frames:
         return pl.DataFrame(schema=TABLES[table])
-    return pl.concat(frames, how="diagonal_relaxed").select([pl.col(c).cast(t) for c, t in TABLES[table].items()])
+    df = pl.concat(frames, how="diagonal_relaxed")
+    # files written before a column was added read it as null
+    return df.select(
+        [pl.col(c).cast(t) if c in df.columns else pl.lit(None, t).alias(c) for c, t in TABLES[table].items()]
+    )
 
 
 def read_partition(warehouse: str | os.PathLike, table: str, provider: str, cluster: str, date: str) -> pl.DataFrame:
@@ -370,9 +357,8 @@ def tables_present(warehouse: str | os.PathLike) -> list[str]:
 
 
 def atomic_produce(final: Path, produce) -> Path:
-    """``produce(tmp)`` writes a temporary sibling of the local file ``final`` (by path: a
-    DuckDB ``COPY ... TO``, say); that file is fsynced and renamed onto ``final``. Readers
-    see the old file or the new one; when ``produce`` raises, ``final`` is left as it was
-    (``stage``, ``commit``)."""
+    """``produce(tmp)`` writes a temporary sibling of the local file ``final`` (a DuckDB
+    ``COPY ... TO``, say), which is fsynced and renamed onto ``final``. When ``produce`` raises,
+    ``final`` is left as it was."""
     final = Path(final)
     return commit(stage(final, produce), final)

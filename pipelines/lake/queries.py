@@ -1,19 +1,6 @@
-"""Named, parameterized queries (``sql/queries/*.sql``) and the read-only SQL guard.
-
-A query file starts with a header of comment lines::
-
-    -- name: top_failing_nodes
-    -- description: Nodes ranked by ...
-    -- param: provider (text, default: NULL = every provider)
-    -- param: grain (day|week|month, default: day) period length
-    -- param: job_id (text, required) Slurm job id
-
-Types: ``text``, ``int``, ``float``, ``bool``, ``date``, or ``a|b|c`` (text, one of those).
-The SQL reads parameters with ``getvariable('name')`` and spells each default as
-``coalesce(getvariable('name'), <default>)``, so the same file runs in the DuckDB CLI after
-``SET VARIABLE name = ...`` (see ``sql/README.md``). Here every declared parameter is set with
-``SET VARIABLE name = ?`` and a bound value: values never become SQL text.
-"""
+"""Named, parameterized queries (``sql/queries/*.sql``) and the read-only SQL guard. The
+header format and parameter types are in sql/README.md. Parameters are set with
+``SET VARIABLE name = ?`` and a bound value: values never become SQL text."""
 
 from __future__ import annotations
 
@@ -30,7 +17,7 @@ import duckdb
 import polars as pl
 
 from . import storage as _storage
-from . import views as _warehouse
+from . import views as _views
 
 TYPES = ("text", "int", "float", "bool", "date")
 _HEADER = re.compile(r"^--\s*(name|description|param)\s*:\s*(.*?)\s*$")
@@ -219,7 +206,7 @@ def bind(query: NamedQuery, values: Mapping[str, Any] | None = None) -> dict[str
 
 def db_exists_hint(warehouse: str | os.PathLike) -> str | None:
     """Why ``warehouse`` cannot be queried (None when it can)."""
-    path = _warehouse.db_path(warehouse)
+    path = _views.db_path(warehouse)
     if path.is_file():
         return None
     return (
@@ -229,18 +216,14 @@ def db_exists_hint(warehouse: str | os.PathLike) -> str | None:
 
 
 def connect(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
-    """A read-only connection that can read the warehouse's files and nothing else.
-
-    On top of ``warehouse.connect_readonly`` (the view database attached READ_ONLY): UTC
-    session time zone, no file access outside the warehouse folder (so no ``COPY ... TO``,
-    ``read_csv('/etc/...')``, ``ATTACH`` or ``INSTALL``), no extension auto-loading, and the
-    configuration locked so a query cannot undo any of it.
-    """
-    path = _warehouse.db_path(warehouse)
+    """A read-only connection that can read the warehouse's files and nothing else: the view
+    database attached READ_ONLY, UTC, no file access outside the warehouse, no extension
+    auto-loading, and the configuration locked so a query cannot undo any of it."""
+    path = _views.db_path(warehouse)
     hint = db_exists_hint(warehouse)
     if hint:
         raise FileNotFoundError(hint)
-    con = _warehouse.connect_readonly(warehouse)
+    con = _views.connect_readonly(warehouse)
     try:
         if _storage.is_url(warehouse):
             # the views read the lake and analytics objects under the warehouse URL
@@ -312,10 +295,8 @@ def run_query(
     params: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
     """Run a named query with bound parameters on a read-only connection; a polars frame.
-
-    ``target``: a warehouse folder (a fresh hardened connection is opened and closed) or an
-    open connection (its variables of the same names are set, then reset).
-    """
+    ``target``: a warehouse folder (a fresh hardened connection is opened and closed) or an open
+    connection (its variables of the same names are set, then reset)."""
     query = name if isinstance(name, NamedQuery) else get_query(name)
     values = bind(query, params)
     if isinstance(target, duckdb.DuckDBPyConnection):

@@ -1,32 +1,6 @@
-"""Snapshots: the files one view database reads, under names that are never replaced.
-
-DuckDB opens a Parquet file twice in one query: once to bind it (schema and footer) and
-again to scan it, with the footer it read the first time. A file renamed over in between
-(a re-run's day file, the analytics tables every night, a recompacted month) is read with
-another file's footer: ``TProtocolException: Invalid data``, ``Could not read enough
-bytes``, or wrong rows. Atomic renames alone cannot prevent it, so a local view database
-never names a file that a writer replaces. ``warehouse.build`` hard-links every file its
-views read into a new folder::
-
-    <warehouse>/snapshots/<id>/lake/<table>/provider=<p>/cluster=<c>/date=<d>/data.parquet
-                              /lake_compact/<table>/provider=<p>/cluster=<c>/month=<m>/data.parquet
-                              /analytics/<name>.parquet
-
-and its views read only those links. A link is the same file as the one it was made from
-(no copy, no extra space while the original stays); a writer replacing the original gives
-the lake a new file and leaves the link as it was. So a reader sees the lake as it was
-when its view file was built, every table from the same moment, until it reconnects.
-
-``collect`` removes a snapshot once a newer one has been in place for ``grace_s`` seconds
-(default one hour, ``$FAULTLINE_SNAPSHOT_GRACE_S``), keeping the newest ``KEEP`` always:
-a connection kept open longer than that after a newer build then gets "file not found"
-and must reconnect. A build that cannot hard-link (a lake folder on another filesystem,
-a filesystem without hard links) gets ``Unsupported`` and its views read the live files.
-
-Object stores have no hard links. A URL warehouse's snapshot (``ObjectSnapshot``) holds
-server-side copies of the analytics tables only, the objects every night replaces (a few
-small files); its views read the day files in place, which only a re-run replaces.
-"""
+"""Snapshots: hard links to every file one view database reads, under names never replaced.
+DuckDB binds a Parquet file and scans it in two opens, so a file renamed over in between would
+be read with another's footer (docs/architecture.md, "Snapshots"). URL warehouses copy instead."""
 
 from __future__ import annotations
 

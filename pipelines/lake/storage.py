@@ -1,24 +1,6 @@
-"""Object storage (S3-compatible and anything else fsspec reads) for the landing folder and the lake.
-
-A *location* is a local path or a URL with a scheme (``s3://bucket/prefix``; ``memory://``
-for tests). Local paths never come through here: the callers keep their plain ``os``/``pathlib``
-code and only branch on ``is_url`` (or on ``ObjectPath``), so the local hot path is unchanged.
-
-A URL is resolved with ``fsspec.core.url_to_fs``. Filesystem options, lowest precedence first:
-
-- the filesystem's own defaults and environment (for S3: botocore's ``AWS_ACCESS_KEY_ID``,
-  ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, ``AWS_DEFAULT_REGION``,
-  ``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_S3``, ``~/.aws/config``);
-- fsspec's configuration: ``FSSPEC_S3_<OPTION>`` environment variables (for example
-  ``FSSPEC_S3_ENDPOINT_URL``; read once, when fsspec is imported) and ``~/.config/fsspec/*.json``;
-- ``FAULTLINE_STORAGE_OPTIONS``: a JSON object of keyword arguments for the filesystem
-  (``{"endpoint_url": "http://minio:9000", "key": "...", "secret": "..."}``), read at every
-  call; a key that names a protocol (``{"s3": {...}}``) applies to that protocol only.
-
-Listings are never served from fsspec's listing cache (``use_listings_cache=False`` unless
-the options say otherwise): every discovery and every lake listing asks the store, since
-another process may have written since.
-"""
+"""Object storage (S3-compatible, or anything fsspec reads) for the landing folder and the lake.
+Local paths never come through here: callers branch on ``is_url`` (or ``ObjectPath``). Options
+and credentials: docs/object-storage.md."""
 
 from __future__ import annotations
 
@@ -51,7 +33,7 @@ def is_url(location: Any) -> bool:
 
 
 def storage_options(protocol: str) -> dict:
-    """Options from ``FAULTLINE_STORAGE_OPTIONS`` for ``protocol`` (see the module docstring)."""
+    """Options from ``FAULTLINE_STORAGE_OPTIONS`` for ``protocol`` (docs/object-storage.md)."""
     text = os.environ.get(OPTIONS_ENV, "").strip()
     if not text:
         return {}
@@ -140,14 +122,9 @@ def _mtime_ns(info: dict) -> int:
 
 
 class ObjectPath:
-    """A key (or key prefix) on an fsspec filesystem, with the few ``pathlib.Path`` methods
-    the pipeline uses (``/``, ``name``, ``parent``, ``relative_to``, ``stat``, ``is_file``,
-    ``is_dir``, ``read_bytes``, ``open``). ``str()`` is the URL.
-
-    It is deliberately *not* ``os.PathLike``: handing one to ``open()`` or to a library that
-    wants a local path fails loudly instead of reading a local file by the key's name.
-    ``info`` (from a listing) saves a request per ``stat``.
-    """
+    """A key (or key prefix) on an fsspec filesystem with the few ``pathlib.Path`` methods the
+    pipeline uses; ``str()`` is the URL. Deliberately not ``os.PathLike``, so handing one to
+    ``open()`` fails loudly. ``info`` (from a listing) saves a request per ``stat``."""
 
     __slots__ = ("fs", "path", "info")
 

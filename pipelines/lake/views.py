@@ -1,37 +1,6 @@
 """``<warehouse>/faultline.duckdb``: views over the lake, rebuilt aside and swapped in.
-
-DuckDB lets one process write a database file, and a read-write connection locks readers
-out. So the file is never opened read-write in place: a new one is built under a temporary
-name in the same folder, checkpointed, closed and ``os.replace``d onto ``faultline.duckdb``.
-Readers (``duckdb -readonly``, ``connect_readonly``) keep the file they opened and the next
-connection gets the new one; nobody waits and nobody sees a half-built file. The views hold
-no data, only ``read_parquet`` over Parquet files.
-
-A local warehouse's views read a snapshot (``snapshot``): hard links, made at build time,
-to every file they read, under ``snapshots/<id>/``. DuckDB reads a file's footer when it
-binds a query and the file's pages when it runs it, opening it by name each time; a file
-renamed over in between (a re-run's day file, the nightly analytics) would be read with
-the wrong footer. Links are never renamed over, so a connection reads the lake as it was
-at its view file's build, every table from the same moment; the next connection, after the
-next build, sees what changed.
-
-A local warehouse may also hold compacted months (``compact.compact``: one file per table,
-cluster and closed month, a derived cache of the day files). A table's view reads the days
-a compacted file stands in for from that file, provided every day file it was built from
-was still the same file (size, mtime, inode) when the view file was built, and every other
-day from its day file: one version of each day, never two, never none. The snapshot links
-the compacted files first and judges them by their links, then only the day files they do
-not stand in for.
-
-A URL warehouse (``s3://bucket/wh``) keeps its lake and analytics in the bucket, but the
-view file is always local (DuckDB cannot write a database to object storage):
-``$FAULTLINE_DUCKDB``, else a per-URL file under ``~/.cache/faultline/`` (``storage.duckdb_file``).
-Its views read ``s3://...`` globs: connections made here register the fsspec filesystem
-(``con.register_filesystem``), so they need no httpfs extension; the DuckDB CLI needs
-``LOAD httpfs`` and an S3 secret instead (see the README). Object stores have no hard
-links: a URL warehouse's snapshot holds copies of the analytics tables (``snapshot.
-ObjectSnapshot``, a server-side copy each), and its views read the day files in place.
-"""
+A read-write connection would lock readers out, so the file is built under a temporary name and
+renamed into place; its views read a snapshot (docs/architecture.md, "The view file")."""
 
 from __future__ import annotations
 
@@ -44,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+import polars as pl
 
+from ..schema import TABLES
 from . import snapshot, storage
 from .compact import CompactReport, compact, compacted_months, usable
 from .files import (
@@ -65,7 +36,7 @@ if TYPE_CHECKING:
 
 DB_FILE = "faultline.duckdb"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: where ``write_partition`` puts day files (``lake._table_files`` reads the same set)
+#: where ``write_partition`` puts day files (``files._table_files`` reads the same set)
 DAY_GLOB = f"provider=*/cluster=*/date=*/{DATA_FILE}"
 
 
@@ -100,15 +71,9 @@ def prepare(con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike) -> Non
 def table_view_sql(
     warehouse: str | os.PathLike, table: str, uniform: bool = False, compacted: Usable | None = None, days: bool = True
 ) -> str:
-    """The view over one lake table. ``uniform``: every file has the same columns and types
-    (the usual case: the schema is enforced on write), so DuckDB may take the schema from one
-    file; otherwise it reads every file's schema at every query (``union_by_name``: files
-    written before a column was added read as NULL there), about twice the time over a year.
-
-    ``compacted`` (``compact.usable``, only with ``uniform``): the days its manifests name are read from the compacted month files, and every
-    other day file through the glob, so no day is read twice or missed; DuckDB prunes the
-    glob's files by their hive path before opening any. ``days=False`` (a snapshot whose
-    days are all compacted): the compacted files only, no glob (it would match nothing)."""
+    """The view over one lake table. ``uniform``: every file has the same schema, so DuckDB
+    may take it from one file (else ``union_by_name``). ``compacted``: its days are read from the
+    month files, every other day through the glob. ``days=False``: the month files only."""
     if not (uniform and compacted and compacted.files):
         return f"CREATE OR REPLACE VIEW {table} AS {_day_select(warehouse, table, uniform)}"
     cover = _days_sql(compacted.days)
@@ -187,11 +152,9 @@ STORAGE_COMPATIBILITY = "v1.0.0"
 def _table_view(
     con: duckdb.DuckDBPyConnection, warehouse: str | os.PathLike, table: str, snap: snapshot.Snapshot | None = None
 ) -> str:
-    """``table_view_sql`` with the compacted months that match the lake now (local warehouses).
-
-    With ``snap``, the compacted files are linked into it first and judged by their links
-    (a month recompacted meanwhile is judged by the file the view will read), then every
-    day file they do not stand in for; the view reads the links only."""
+    """``table_view_sql`` with the compacted months that match the lake now. With ``snap``, the
+    compacted files are linked first and judged by their links, then every day file they do not
+    stand in for is linked; the view reads the links only."""
 
     uniform = uniform_schema(con, warehouse, table)
     day_select = _day_select(warehouse, table, uniform)
@@ -214,7 +177,7 @@ def _table_view(
 
 
 def build(warehouse: str | os.PathLike) -> BuildReport:
-    """Build the view database aside and swap it into place (see the module docstring)."""
+    """Build the view database aside and swap it into place (docs/architecture.md)."""
     final = db_path(warehouse)
     final.parent.mkdir(parents=True, exist_ok=True)
     sweep_temp_files(final.parent)
@@ -276,6 +239,30 @@ def publish(warehouse: str | os.PathLike) -> tuple[CompactReport, BuildReport]:
     return compact(warehouse), build(warehouse)
 
 
+_DUCK = {
+    pl.Int32: "INTEGER",
+    pl.Int64: "BIGINT",
+    pl.String: "VARCHAR",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+    pl.Date: "DATE",
+    pl.Datetime("us", "UTC"): "TIMESTAMPTZ",
+    pl.List(pl.String): "VARCHAR[]",
+}
+
+
+def _with_declared_columns(con: duckdb.DuckDBPyConnection, table: str, sql: str) -> str:
+    """The view again, with every declared column its files lack as NULL (a lake written before
+    the column was added), so queries over old and new warehouses alike can name it."""
+    have = {r[0] for r in con.execute(f"DESCRIBE {_ident(table)}").fetchall()}
+    missing = [(c, t) for c, t in TABLES[table].items() if c not in have]
+    head = f"CREATE OR REPLACE VIEW {table} AS "
+    if not missing or not sql.startswith(head):
+        return "SELECT 1"
+    extra = ", ".join(f"CAST(NULL AS {_DUCK[t]}) AS {_ident(c)}" for c, t in missing)
+    return f"{head}SELECT *, {extra} FROM ({sql[len(head) :]})"
+
+
 def _lake_views(
     con: duckdb.DuckDBPyConnection,
     warehouse: str | os.PathLike,
@@ -285,7 +272,9 @@ def _lake_views(
     An ``ObjectSnapshot`` holds the analytics tables only (the day files are read in place)."""
     views = []
     for table in tables_present(warehouse):
-        con.execute(_table_view(con, warehouse, table, snap if isinstance(snap, snapshot.Snapshot) else None))
+        sql = _table_view(con, warehouse, table, snap if isinstance(snap, snapshot.Snapshot) else None)
+        con.execute(sql)
+        con.execute(_with_declared_columns(con, table, sql))
         views.append(table)
     for name in analytics_present(warehouse):
         path = analytics_root(warehouse) / f"{name}.parquet"
@@ -300,10 +289,8 @@ def _lake_views(
 
 def connect_readonly(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current view database (never blocks, never blocked).
-
-    The file is ATTACHed to a fresh in-memory database: ``duckdb.connect(path)`` would hand
-    back a database this process already has open, i.e. the file before the last swap.
-    """
+    The file is ATTACHed to a fresh in-memory database: ``duckdb.connect(path)`` would hand back
+    a database this process already has open, i.e. the file before the last swap."""
     path = db_path(warehouse)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist yet: run the pipeline first (faultline run)")

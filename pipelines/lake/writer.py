@@ -1,20 +1,6 @@
 """Lake writes off the parsing thread, and the frames just written kept for the next step.
-
-A partition's tables are small Parquet files, and each write waits for its ``fsync`` (the
-atomic-replace protocol of ``lake``): on a busy disk that wait is as long as parsing the
-partition. ``PartitionWriter`` hands each partition's writes to a thread (``fsync`` and
-Parquet encoding release the GIL), so the next partition parses while the last one is made
-durable. A partition's tables are staged together and renamed only when all are on disk
-(``lake.write_partitions``): a failed write leaves the partition as it was. At most
-``max_pending`` partitions wait in memory; after a failure nothing more is written, and
-``close`` waits for the writes in flight and raises the first error, so a step never
-reports a table it did not write.
-
-The core step reads back what the raw step of the same run wrote a moment earlier. Each
-written frame is remembered (``recent``) with the identity of its file (inode, size,
-mtime): a read gets the frame only while the file on disk is still that file, and anything
-else (another process replaced it, it was never written here) reads the file.
-"""
+The next partition parses while the last is made durable; a remembered frame is used only
+while its file on disk is still that file (docs/architecture.md, "Lake files")."""
 
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
 """Run the ingest assets on a Dask cluster (Dagster's ``dask_executor``, from ``dagster-dask``).
-
-Same assets and checks as ``faultline run`` and the code location; only the executor
-differs. The calling process orchestrates: it cuts the selected partitions into range runs
-(``runner.batches``), keeps several runs in flight (one thread each), and every step of a
-run is a Dask task on the scheduler at ``address``. Once all runs are done it rebuilds the
-DuckDB view file itself (one writer) and, optionally, the analytics.
-
-How the pieces reach the Dask workers:
-
-- the job is *reconstructable*: ``dg.build_reconstructable_job`` names ``dask_ingest_job``
-  below with keyword arguments (landing, warehouse, models_dir, run id). A worker unpickles
-  that pointer, imports this module and calls the function, so the resources it builds are
-  configured for the same folders (no environment variables needed on the workers).
-- the run's storage is a persistent ``DagsterInstance`` (a temporary folder by default):
-  workers open it from its ref to read the run, the dynamic partition keys, and to write
-  their step events. On a multi-host cluster that folder must be shared, or pass an
-  instance with Postgres storage.
-- each run gets its own job name: ``dask_executor`` names its Dask tasks
-  ``<job name>.<step key>``, and the scheduler treats equal keys from different clients
-  as the same task, so runs in flight at the same time (or two ``faultline`` processes
-  on one scheduler) must not share a job name.
-
-The landing folder and the warehouse must be reachable under the same location from every
-worker (a shared filesystem, or object storage: ``s3://...``, see ``storage``).
-"""
+The same assets and range runs as ``faultline run``; only the executor differs. How the job
+reaches the workers: docs/deployment.md, "Dask"."""
 
 from __future__ import annotations
 
@@ -50,11 +27,9 @@ TEMP_INSTANCE = {"telemetry": {"enabled": False}}
 
 
 def _register_sizeof() -> None:
-    """Teach Dask the size of a ``DagsterEvent`` (a step task's result is a list of them).
-    Dask's default walks tuples item by item, and Dagster's ``@record`` metadata values
-    refuse iteration: every step result logged a "Sizeof calculation ... failed" warning.
-    Registered on import: a worker imports this module to rebuild the job before its
-    task's result is measured."""
+    """Teach Dask the size of a ``DagsterEvent`` (a step's result is a list of them): Dask's
+    default iterates them, which Dagster's metadata refuses, with a warning per step. Registered
+    on import: a worker imports this module to rebuild the job before it measures the result."""
     try:
         from dask.sizeof import sizeof
     except ImportError:  # dask not installed: nothing to teach
@@ -91,10 +66,9 @@ def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
 
 
 def location_job(name: str = "ingest_job") -> dg.JobDefinition:
-    """A job of the code location (``definitions.defs``), for
-    ``dg.build_reconstructable_job("faultline.launch.dask", "location_job")``: how a script runs
-    ``ingest_job`` with its default (multiprocess) executor outside ``dg dev``. Its resources
-    come from ``FAULTLINE_LANDING``/``FAULTLINE_WAREHOUSE``, which step processes inherit."""
+    """A job of the code location, for ``dg.build_reconstructable_job("faultline.launch.dask",
+    "location_job")``: how a script runs ``ingest_job`` with its default executor outside
+    ``dg dev``. Its resources come from ``FAULTLINE_LANDING`` / ``FAULTLINE_WAREHOUSE``."""
     from ..definitions import defs
 
     return defs().resolve_job_def(name)
@@ -162,16 +136,9 @@ def run_on_dask(
     instance: dg.DagsterInstance | None = None,
     analytics: bool = True,
 ) -> dict:
-    """Materialize the selected partitions on the Dask scheduler at ``address``
-    (``tcp://host:8786``); a summary shaped like ``runner.run_pipeline``'s.
-
-    ``concurrent_runs``: Dagster runs in flight at once (default: the cluster's worker
-    threads). ``instance``: a persistent instance the workers can reach (default: a
-    temporary one on this machine, removed afterwards). The summary also has ``dask``:
-    the address, the number of runs and ``steps`` = {worker address (or pid): steps run}.
-    ``analytics``: then materialize ``out_analytics`` and ``out_report`` here, as
-    ``run_pipeline`` does (they read the whole lake; else only the views are rebuilt).
-    """
+    """Materialize the selected partitions on the Dask scheduler at ``address``; a summary like
+    ``local.run_pipeline``'s, plus ``dask`` (address, runs, steps per worker). ``instance``: one the
+    workers can reach (default: a temporary one here). ``concurrent_runs``: default, worker threads."""
     if instance is not None and not instance.is_persistent:
         raise ValueError("Dask execution needs a persistent DagsterInstance (the workers open its storage)")
     t0 = time.perf_counter()

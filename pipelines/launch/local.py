@@ -1,12 +1,6 @@
-"""Run the ingest assets in-process (what ``faultline run`` does).
-
-The same asset and check definitions as the Dagster code location, as one job with the
-resources pointed at the given folders (resolved once per process, ``_lake_job``), so the
-command line and the orchestrator cannot drift apart. Partitions are independent: the batch
-is cut into range runs (``run_plan``), and with ``workers > 1`` they run in parallel worker
-processes, each with its own ephemeral instance; the DuckDB view file is rebuilt once, by
-this process, at the end (one writer).
-"""
+"""Run the ingest assets in-process or in worker processes (what ``faultline run`` does).
+The same lake job as the code location, cut into range runs (``plan``); the view file is
+rebuilt once, by this process, at the end (one writer)."""
 
 from __future__ import annotations
 
@@ -20,9 +14,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
 from ..ingest.landing import Partition, discover
+from ..ingest.pool import WORKERS_ENV as PARSE_WORKERS_ENV
 from ..lake import storage
 from ..lake import writer as lake_writer
-from . import plan as run_plan
+from . import plan
 
 if TYPE_CHECKING:  # Dagster is imported where a run starts: planning and spawning need none of it
     import dagster as dg
@@ -105,9 +100,8 @@ def _start_worker(
     landing: str, warehouse: str, models_dir: str | None, keys: tuple[tuple[str, ...], tuple[str, ...]]
 ) -> None:
     """A pool worker's start: Dagster, the lake job and the batch's instance, built with the
-    cyclic garbage collector paused and then frozen (``gc.freeze``). They live as long as the
-    worker, so no later collection walks them, and the worker's exit, which otherwise ends in
-    a collection over all of Dagster's objects, takes 0.1 s instead of 0.6-0.9 s (measured)."""
+    garbage collector paused, then frozen (``gc.freeze``): they live as long as the worker, so
+    no later collection, nor the one at the worker's exit, walks them."""
     gc.disable()
     try:
         _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir)
@@ -120,7 +114,7 @@ def _start_worker(
 
 
 def batch_keys(parts: list[Partition]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The sorted date and cluster keys of a batch (the order ``run_plan`` plans in)."""
+    """The sorted date and cluster keys of a batch (the order ``plan`` plans in)."""
     return tuple(sorted({p.date for p in parts})), tuple(sorted({p.cluster_key for p in parts}))
 
 
@@ -132,10 +126,9 @@ def _materialize_run(
     instance: dg.DagsterInstance | None = None,
     keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
 ) -> list[dict]:
-    """One Dagster run over ``run`` (consecutive clusters x consecutive days; see
-    ``run_plan``): its ingest assets and checks. Also the body of a worker. ``instance``: the
-    caller's (its keys registered here); else this process's instance for the batch's
-    ``keys`` (default: ``run``'s own)."""
+    """One Dagster run over ``run`` (consecutive clusters x consecutive days): its ingest assets
+    and checks; also the body of a worker. ``instance``: the caller's (its keys registered here),
+    else this process's instance for the batch's ``keys`` (default: ``run``'s own)."""
     from ..defs.partitions import range_tags, register
 
     t1 = time.perf_counter()
@@ -154,14 +147,13 @@ def _materialize_run(
 
 
 #: partitions per Dagster run at most (memory does not grow with a run: partitions are read
-#: one by one; a run's cost is in ``run_plan``)
+#: one by one; a run's cost is in ``plan``)
 RUN_PARTITIONS = 64
 
 
 def batches(parts: list[Partition], workers: int, instance: dg.DagsterInstance | None = None) -> list[list[Partition]]:
-    """The Dagster runs for ``parts`` on ``workers`` workers, largest first (``run_plan.plan``:
-    consecutive clusters x consecutive days, cut so that the workers finish together). Keys
-    are ordered as ``instance`` lists them (registered there first), else sorted, as the fresh
+    """The Dagster runs for ``parts`` on ``workers`` workers, largest first (``plan.plan``). Keys are
+    ordered as ``instance`` lists them (registered there first), else sorted, as the fresh
     instance of each worker's run registers them."""
     orders = (None, None)
     if instance is not None:
@@ -169,7 +161,7 @@ def batches(parts: list[Partition], workers: int, instance: dg.DagsterInstance |
 
         register(instance, parts)
         orders = key_orders(instance)
-    return run_plan.plan(parts, workers, RUN_PARTITIONS, *orders)
+    return plan.plan(parts, workers, RUN_PARTITIONS, *orders)
 
 
 class Tally:
@@ -210,13 +202,9 @@ def run_pipeline(
     analytics: bool = True,
     workers: int | None = None,
 ) -> dict:
-    """Materialize every selected partition (all of them without ``dates``/``clusters``).
-
-    ``progress(done, total, partition, stats)`` is called after each partition. Returns a
-    summary: partitions, files, lines, events, quarantined, seconds (and per-partition rows).
-    Raises ``dg.DagsterExecutionStepExecutionError`` (or the asset's own error) on failure;
-    partitions written before the failure stay written (each is replaced atomically).
-    """
+    """Materialize every selected partition; ``progress(done, total, partition, stats)`` after each.
+    Returns a summary (partitions, files, lines, events, quarantined, seconds, per-partition rows).
+    On failure raises the step's error; partitions written before it stay written."""
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     tally = Tally(len(parts), progress)
@@ -231,25 +219,37 @@ def run_pipeline(
             done(job[3], _materialize_run(*job, instance=instance, keys=keys))
     else:
         ctx = multiprocessing.get_context("spawn")  # polars and Dagster threads do not survive fork
-        with ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=ctx,
-            initializer=_start_worker,
-            initargs=(str(landing), str(warehouse), models_dir, keys),
-        ) as pool:
-            futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
-            for fut in as_completed(futures):
-                done(futures[fut], fut.result())
+        # the CPUs are shared out between the runs: a partition's parse splits only its share
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        saved = os.environ.get(PARSE_WORKERS_ENV)
+        os.environ[PARSE_WORKERS_ENV] = saved or share
+        try:
+            _run_pool(ctx, workers, landing, warehouse, models_dir, keys, jobs, done)
+        finally:
+            if saved is None:
+                os.environ.pop(PARSE_WORKERS_ENV, None)
     if tally.rows:
         tally.totals.update(finish(warehouse, analytics, instance))
     return tally.summary(t0)
 
 
+def _run_pool(ctx, workers: int, landing, warehouse, models_dir, keys, jobs: list, done) -> None:
+    """The runs on a pool of worker processes, each with Dagster and the lake job prebuilt."""
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=ctx,
+        initializer=_start_worker,
+        initargs=(str(landing), str(warehouse), models_dir, keys),
+    ) as pool:
+        futures = {pool.submit(_materialize_run, *job, keys=keys): job[3] for job in jobs}
+        for fut in as_completed(futures):
+            done(futures[fut], fut.result())
+
+
 def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
-    """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
-    or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
-    Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them,
-    ``compaction``, and ``snapshot_error`` (why the views read the live files, or None)."""
+    """After a batch, in the calling process (the one DuckDB writer): rebuild the view file, or
+    materialize ``out_analytics`` and ``out_report`` (which rebuild it). Returns ``compaction``,
+    ``snapshot_error``, and ``analytics`` with ``analytics_seconds`` when it ran them."""
     from ..lake import compact
     from ..lake import views as view_file
 

@@ -1,14 +1,6 @@
 """Which partitions each Dagster run of a batch covers, so that the workers finish together.
-
-A Dagster range run covers a rectangle: consecutive clusters times consecutive days, in the
-order the instance lists the keys (sorted, for the fresh instance ``faultline run`` uses).
-A run costs about a small partition's parse in bookkeeping (measured: 0.33 s of CPU per run
-against 0.30 s per demo partition), so few big runs are cheap; but workers take whole runs, and
-with one run too many the last worker finishes alone. ``plan`` tries the ways of cutting the
-batch into rectangles, simulates the workers taking runs largest first, and keeps the cut
-that finishes earliest (then the one with fewer runs). Plain Python, no Dagster: the main
-process of ``faultline run`` plans before any worker has started.
-"""
+A run's bookkeeping costs about a small partition's parse, but workers take whole runs: ``plan``
+keeps the cut into rectangles that finishes soonest. Plain Python: planning needs no Dagster."""
 
 from __future__ import annotations
 
@@ -17,7 +9,7 @@ from collections.abc import Sequence
 
 from ..ingest.landing import Partition
 
-#: a run's fixed cost, in partitions (0.33 s / 0.30 s, see the module docstring)
+#: a run's fixed cost, in partitions (bench/RESULTS.md, "Where the fixed cost goes")
 RUN_COST = 1.1
 
 
@@ -28,9 +20,8 @@ def ranges(
     day_order: Sequence[str] | None = None,
     cluster_order: Sequence[str] | None = None,
 ) -> list[list[Partition]]:
-    """``parts`` as rectangles of at most ``max_parts`` partitions: each cluster's consecutive
-    days cut into spans of at most ``max_days`` (default ``max_parts``), then neighbouring
-    clusters with the same span of days merged while the rectangle stays within ``max_parts``.
+    """``parts`` as rectangles of at most ``max_parts`` partitions: each cluster's days cut into
+    spans of at most ``max_days``, then neighbouring clusters with the same span merged.
     ``day_order`` / ``cluster_order``: the instance's order of keys (default: sorted)."""
     days = {d: i for i, d in enumerate(day_order if day_order is not None else sorted({p.date for p in parts}))}
     clusters = {

@@ -1,9 +1,6 @@
-"""The nightly report: one self-contained HTML page (or Markdown) per night of a warehouse.
-
-from faultline.report import build_report
-build_report("warehouse", "out/report.html")            # the latest night
-build_report("warehouse", "out/report.md", fmt="md", day=datetime.date(2026, 11, 3))
-"""
+"""The nightly report: one self-contained HTML page (or Markdown) per night of a warehouse:
+``build_report("warehouse", "out/report.html")`` for the latest night, or with ``fmt="md"`` and
+``day=datetime.date(2026, 11, 3)`` (docs/queries.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Make text from logs, node, job and user names safe to show in a page, a ticket or a terminal.
-
-``sanitize`` is the one place that decides what survives: ANSI/VT escape sequences are
-dropped (colour codes are noise; cursor and title sequences are an attack on terminals),
-Unicode bidi controls (U+202A-U+202E, U+2066-U+2069, plus U+200E/U+200F/U+061C) are shown
-as ``[U+202E]`` so a reordered line cannot pass for another (the "Trojan Source" trick),
-and other control characters are shown as ``\\xNN``. HTML escaping is jinja2's autoescape;
-``md_escape`` adds Markdown's special characters on top of ``sanitize``.
-"""
+"""Make text from logs, node, job and user names safe to show in a page, a ticket or a terminal:
+escape sequences dropped, bidi and other control characters shown as codes, so a line cannot
+pass for another or drive a terminal (docs/reliability.md, "Untrusted input")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Catalog of injectable events: taxonomy category, kernel-log lines, and what each does to a job.
-
-Weights of the ``infra`` kinds follow the Llama 3 unexpected-interruption table (taxonomy.md):
-faulty GPU 148 -> Xid 79 / 74 / SXid / 62 / 109, HBM 72 + SRAM 19 -> Xid 48 / 95 / 94 / 64 / 140,
-GSP 17 -> Xid 119, software bug 54 -> driver Xids, switch/cable 35 + NIC 7 -> mlx5, host 32 + CPU
-and memory 4 -> MCE / lockups / host OOM, NCCL watchdog 7, thermal 6 + PSU 3, SSD 3 + dependency 2
-(plus a little extra storage so every category shows up in small runs).
-
-Template placeholders are columns built by ``kernel.fault_fields``; ``{pidname}`` is either
-``pid=20412, name=python3`` (a job's process was on the GPU) or ``pid='<unknown>', name=<unknown>``.
-Offsets are microseconds after the event time, or the name of a column holding them.
-"""
+The ``infra`` weights follow the Llama 3 unexpected-interruption counts (docs/taxonomy.md,
+"Published reference points"); placeholders are columns of ``kernel.event_fields``."""
 
 from __future__ import annotations
 
@@ -26,7 +17,7 @@ class Kind:
     weight: float  # share of independent infra faults (0: never sampled directly)
     scope: str  # gpu | nic | node | nvswitch
     effect: str  # silent | cuda | nccl_ib | node_fail | oom_kill | io | none
-    lines: tuple  # ((offset, template), ...)
+    lines: tuple  # ((offset: µs after the event, or a column holding it; template), ...)
     xid: int | None = None
     key_line: int = 0  # which line identifies the event (its time is the logged time)
     cuda_msg: str = ""
@@ -39,6 +30,7 @@ class Kind:
     description: str = ""
 
 
+# {pidname}: "pid=20412, name=python3" (a job's process was on the GPU) or "pid='<unknown>', name=<unknown>"
 def _xid(xid: int, text: str, pidname: str = "{pidname}") -> str:
     return f"NVRM: Xid (PCI:{{gpu_pci}}): {xid}, {pidname}, {text}"
 

@@ -44,11 +44,9 @@ def _true_lemons(truth_dir: str | os.PathLike) -> tuple[set[str], set[str]]:
 
 
 def provider_rates(truth_rates: pl.DataFrame, scoreboard: pl.DataFrame) -> pl.DataFrame:
-    """Each provider's true rate against the measured rate's interval. The true rate scored is
-    ``interruption_rate_per_1k`` (TRUTH.md, "Which faults are interruptions": per calendar
-    node-day, NCCL hangs only when a job ran); ``rate_per_1k`` (the generation rate per up
-    node-day, scored before) is compared too, as ``covered_up_time_rate``. A truth folder
-    written before ``interruption_rate_per_1k`` existed is scored on ``rate_per_1k``."""
+    """Each provider's true rate against the measured rate's interval: ``interruption_rate_per_1k``
+    (TRUTH.md, "Which faults are interruptions"); the generation rate ``rate_per_1k`` is compared
+    too (``covered_up_time_rate``), and scored where an older truth folder lacks the first."""
     t = truth_rates.filter(pl.col("level") == "provider")
     scored = "interruption_rate_per_1k" if "interruption_rate_per_1k" in t.columns else "rate_per_1k"
     sb = scoreboard.filter(pl.col("level") == "provider").select("provider", "rate_per_1k", "ci_low", "ci_high")

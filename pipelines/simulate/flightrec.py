@@ -1,11 +1,6 @@
-"""PyTorch flight-recorder dumps (JSON form), one per rank, for hung jobs.
-
-Every rank but the culprit enqueued and started collective ``seq`` and waits in it; the culprit's
-GPU died, or its program went elsewhere (a desync), before it got there, so its ring buffer stops
-one collective earlier. In an NCCL hang the culprit joined ``seq`` and is stuck in it like the
-others (no culprit ranks: every dump is the same). Ranks record the same collectives at the same
-times, so a job needs only two documents: culprit and the others.
-"""
+"""PyTorch flight-recorder dumps (JSON form), one per rank, for hung jobs. In a desync or a
+GPU death the culprit's ring buffer stops one collective before the others'; in an NCCL hang
+every dump is the same. Ranks record the same collectives, so a job needs only two documents."""
 
 from __future__ import annotations
 

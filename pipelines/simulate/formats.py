@@ -1,8 +1,6 @@
-"""Kernel-log line prefixes, one per convention (log-formats.md section 1), as polars expressions.
-
-Rows need ``lt`` (the node's clock: true time + skew, µs), ``mono`` (µs since the node booted),
-``host`` and ``msg``.
-"""
+"""Kernel-log line prefixes, one per convention (docs/classify.md, "Prefixes and timestamps"), as
+polars expressions. Rows need ``lt`` (the node's clock: true time + skew, µs), ``mono`` (µs since
+the node booted), ``host`` and ``msg``."""
 
 from __future__ import annotations
 

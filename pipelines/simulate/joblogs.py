@@ -1,12 +1,8 @@
-"""Job stdout/stderr rows (``jkey, node_i, lr, t, seq, msg``) for every logged job, built per line shape
-over whole job / node / rank frames.
+"""Job stdout/stderr rows (``jkey, node_i, lr, t, seq, msg``) for every logged job, built per line
+shape over whole frames. The failure cascade: the culprit's error, torchrun tearing down its node,
+watchdog timeouts one NCCL timeout later, ChildFailedError tables, then srun / slurmstepd."""
 
-``node_i`` is the node's position in the job (-1: srun / slurmstepd itself), ``lr`` the local rank
-(-1: the torchrun agent). The failure cascade: the culprit's own error, torchrun tearing down its
-node, watchdog timeouts on the surviving ranks one NCCL timeout after the fault, their agents'
-ChildFailedError tables, then srun / slurmstepd.
-"""
-
+# node_i: the node's position in the job (-1: srun / slurmstepd itself); lr: the local rank (-1: the torchrun agent)
 from __future__ import annotations
 
 import numpy as np

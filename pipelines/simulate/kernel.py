@@ -1,8 +1,5 @@
-"""Kernel-log messages (boot blocks, benign noise, fault lines) as rows ``node_idx, t, seq, msg``.
-
-Everything is built per template over whole columns; the only Python loops run over templates.
-Prefixes (timestamps, host, tag) are added later by ``formats.render_kernel``.
-"""
+"""Kernel-log messages (boot blocks, benign noise, fault lines) as rows ``node_idx, t, seq, msg``,
+built per template over whole columns. Prefixes are added later by ``formats.kernel_line``."""
 
 from __future__ import annotations
 

@@ -54,10 +54,8 @@ def simulate(
     overwrite: bool = False,
 ) -> dict:
     """Write a simulated landing folder to ``out_dir``; same arguments and seed give identical bytes.
-
-    ``scenario`` is a name in ``SCENARIOS`` or a ``Scenario`` (e.g. ``SCENARIOS["lottery"].with_overrides(...)``);
-    ``None`` keeps the scenario's default. Returns a small summary (files, bytes, lines, nodes, jobs,
-    failed jobs, faults, seconds, MB/s)."""
+    ``scenario``: a name in ``SCENARIOS`` or a ``Scenario``; ``None`` keeps the scenario's default.
+    Returns a small summary (files, bytes, lines, nodes, jobs, failed jobs, faults, seconds, MB/s)."""
     clock = time.perf_counter()
     say = progress or (lambda _msg: None)
     if isinstance(scenario, Scenario):

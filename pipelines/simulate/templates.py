@@ -1,8 +1,6 @@
 """Message templates rendered over whole columns: ``"Xid (PCI:{gpu_pci}): 79"`` -> a polars expression.
-
-A placeholder ``{name}`` is a column of the frame, or one of the time tokens below, formatted from
-the line's own time column ``t`` (int64 microseconds since the epoch, UTC).
-"""
+A placeholder is a column of the frame, or a time token formatted from the line's own time ``t``
+(int64 microseconds since the epoch, UTC)."""
 
 from __future__ import annotations
 
@@ -62,12 +60,9 @@ Offset = int | str
 def expand(
     frame: pl.DataFrame, lines: Sequence[tuple[Offset, str]], keys: Sequence[str], seq_base: int = 0
 ) -> pl.DataFrame:
-    """One output row per (input row, template line): ``keys + [t, seq, msg]``.
-
-    ``frame`` needs ``t`` (µs) and ``eseq`` (a per-row event number, unique inside its source).
-    An offset is microseconds, or the name of a column holding microseconds.
-    ``seq`` orders lines that share a time: source, then event, then line inside the event.
-    """
+    """One output row per (input row, template line): ``keys + [t, seq, msg]``. ``frame`` needs ``t``
+    (µs) and ``eseq`` (unique per event in its source); an offset is µs or a column of µs. ``seq``
+    orders lines that share a time: source, then event, then line inside the event."""
     if frame.height == 0 or not lines:
         return pl.DataFrame(
             schema={**{k: frame.schema[k] for k in keys}, "t": pl.Int64, "seq": pl.Int64, "msg": pl.Utf8}

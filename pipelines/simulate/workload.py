@@ -1,9 +1,6 @@
 """Slurm workload: job mix, a greedy scheduler that respects maintenance and drains, and outcomes.
-
-Job outcomes follow Meta RSC-1 (60% completed, 24% failed, 10% preempted, ...); most failures are
-the user's. Infrastructure faults that land on a running job's nodes kill it: the job ends one
-NCCL timeout after the fault (watchdog), or ~5 minutes after it for a node failure.
-"""
+Outcomes follow Meta RSC-1 (60% completed, 24% failed, 10% preempted, ...); an infrastructure fault
+on a running job's nodes ends it one NCCL timeout later (watchdog), or ~5 minutes for a node failure."""
 
 from __future__ import annotations
 

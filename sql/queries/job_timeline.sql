@@ -25,13 +25,15 @@ WITH f AS (
     SELECT provider, cluster, job_id, unnest(nodes) AS node FROM j
 ), own AS (
     SELECT f.provider, f.cluster, f.job_id, 'job' AS origin, e.node, e.ts, e.category, e.severity,
-           e.rule_id, e.template, split_part(e.raw, chr(10), 1) AS line, e.source, e.line_no
+           e.rule_id, e.template, split_part(e.raw, chr(10), 1) AS line, e.source, e.line_no,
+           coalesce(e.repeats, 1) AS repeats, coalesce(e.last_ts, e.ts) AS until
     FROM f JOIN events AS e
       ON e.provider = f.provider AND e.cluster = f.cluster AND e.job_id = f.job_id
     WHERE e.category <> 'benign'
 ), near AS (
     SELECT f.provider, f.cluster, f.job_id, 'node' AS origin, e.node, e.ts, e.category, e.severity,
-           e.rule_id, e.template, split_part(e.raw, chr(10), 1) AS line, e.source, e.line_no
+           e.rule_id, e.template, split_part(e.raw, chr(10), 1) AS line, e.source, e.line_no,
+           coalesce(e.repeats, 1) AS repeats, coalesce(e.last_ts, e.ts) AS until
     FROM f
     JOIN job_nodes AS n USING (provider, cluster, job_id)
     JOIN events AS e ON e.provider = n.provider AND e.cluster = n.cluster AND e.node = n.node
@@ -39,7 +41,7 @@ WITH f AS (
       AND e.ts BETWEEN f.ended - to_seconds(coalesce(getvariable('before_s'), 1800))
                    AND f.ended + to_seconds(coalesce(getvariable('after_s'), 300))
 ), folded AS (
-    SELECT provider, cluster, job_id, origin, node, min(ts) AS ts, max(ts) AS last_ts, count(*) AS count,
+    SELECT provider, cluster, job_id, origin, node, min(ts) AS ts, max(until) AS last_ts, sum(repeats) AS count,
            arg_min(category, (ts, source, line_no)) AS category,
            arg_max(severity, CASE severity WHEN 'critical' THEN 3 WHEN 'error' THEN 2 WHEN 'warning' THEN 1 ELSE 0 END) AS severity,
            arg_min(rule_id, (ts, source, line_no)) AS rule_id,

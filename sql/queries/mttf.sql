@@ -1,5 +1,5 @@
 -- name: mttf
--- description: Projected mean time to failure of a job of N GPUs on each provider and cluster, MTTF = 1 / (nodes x rate per node-hour) (field-numbers.md), with the interval that the rate's exact 95% interval gives.
+-- description: Projected mean time to failure of a job of N GPUs on each provider and cluster, MTTF = 1 / (nodes x rate per node-hour), with the interval that the rate's exact 95% interval gives.
 -- param: gpus (int, default: 1024) GPUs of the job (8 per node)
 -- param: level (provider|cluster|all, default: all) which rows
 SELECT level, provider, cluster, round(rate_per_1k, 2) AS rate_per_1k,

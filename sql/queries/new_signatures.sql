@@ -15,7 +15,7 @@ WITH ref AS (
       AND (getvariable('cluster') IS NULL OR cluster = getvariable('cluster'))
 ), sig AS (
     SELECT template, min(date) AS first_day, min(ts) AS first_seen, max(ts) AS last_seen,
-           count(*) AS events, count(DISTINCT node) AS nodes, count(DISTINCT job_id) AS jobs,
+           sum(coalesce(repeats, 1)) AS events, count(DISTINCT node) AS nodes, count(DISTINCT job_id) AS jobs,
            string_agg(DISTINCT provider || '/' || cluster, ', ' ORDER BY provider || '/' || cluster) AS seen_in,
            arg_min(family, (date, source, line_no)) AS family,
            arg_min(severity, (date, source, line_no)) AS severity,

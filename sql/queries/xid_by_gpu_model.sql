@@ -24,11 +24,11 @@ WITH days AS (
     JOIN days AS d ON d.provider = x.provider AND d.cluster = x.cluster AND d.day = x.day
     WHERE x.xid IS NOT NULL
 )
-SELECT gpu_model, xid, arg_min(category, (ts, event_id)) AS category, count(*) AS events,
+SELECT gpu_model, xid, arg_min(category, (ts, event_id)) AS category, sum(repeats) AS events,
        count(DISTINCT node || '/' || coalesce(gpu_pci, '?')) AS gpus_affected,
-       count(DISTINCT node) AS nodes_affected, min(ts) AS first_seen, max(ts) AS last_seen,
+       count(DISTINCT node) AS nodes_affected, min(ts) AS first_seen, max(coalesce(last_ts, ts)) AS last_seen,
        CAST(any_value(e.gpu_days) AS BIGINT) AS gpu_days,
-       round(count(*) * 1000.0 / nullif(any_value(e.gpu_days), 0), 3) AS events_per_1k_gpu_days
+       round(sum(repeats) * 1000.0 / nullif(any_value(e.gpu_days), 0), 3) AS events_per_1k_gpu_days
 FROM x
 LEFT JOIN exposure AS e USING (gpu_model)
 GROUP BY gpu_model, xid

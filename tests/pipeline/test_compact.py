@@ -513,7 +513,7 @@ def test_url_warehouse_is_left_alone(tmp_path, monkeypatch):
 
 
 def test_the_pipeline_compacts_closed_months_before_it_builds_the_views(built, tmp_path):
-    """``faultline run`` (``runner.finish``) compacts; the views it leaves read January compacted."""
+    """``faultline run`` (``launch.local.finish``) compacts; the views it leaves read January compacted."""
     months = sorted(
         p.parent.relative_to(built / "wh" / C.COMPACT_DIR).as_posix()
         for p in (built / "wh" / C.COMPACT_DIR / "events").rglob(lake.DATA_FILE)

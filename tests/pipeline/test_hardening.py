@@ -257,7 +257,8 @@ def _rest(run, case: str, rel: str) -> dict:
 def test_truncated_and_corrupt_gzip(run):
     a = run.audit("gz", "kernel/gz-n1.log.gz")
     assert 0 < a["lines_read"] < 20000
-    assert a["events"] == (a["lines_read"] + 9) // 10  # every 10th line of the readable part
+    assert a["event_lines"] == (a["lines_read"] + 9) // 10  # every 10th line of the readable part
+    assert a["events"] == 1  # the same Xid line repeated: one flood event standing for them all
     rest = _rest(run, "gz", "kernel/gz-n1.log.gz")
     assert rest["line_no"] == a["lines_read"] + 1
     assert rest["detail"] == (

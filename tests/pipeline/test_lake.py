@@ -285,3 +285,26 @@ def test_sql_view_files():
     with pytest.raises(ValueError):
         wh._view_statement("bad-name", "select 1")
     assert all(isinstance(n, str) and isinstance(t, str) for n, t in wh.sql_view_files())
+
+
+def test_files_written_before_a_column_was_added_read_it_as_null(warehouse):
+    """A lake from before floods were collapsed (no repeats, last_ts, last_raw): read_table and
+    the views give the columns as null, and the queries that count repeats still run."""
+    from faultline.lake import queries
+
+    part = lake.partition_dir(warehouse, "events", "p", "c", "2026-01-01")
+    part.mkdir(parents=True)
+    row = {c: None for c in TABLES["events"] if c not in ("provider", "cluster", "date")}
+    row.update(event_id="k.log:1", source="k.log", line_no=1, line_count=1, node="n1", xid=79, category="gpu_bus_lost")
+    old = pl.DataFrame(
+        [row], schema={c: t for c, t in TABLES["events"].items() if c not in ("provider", "cluster", "date")}
+    )
+    old.drop("repeats", "last_ts", "last_raw").write_parquet(part / lake.DATA_FILE)
+    got = lake.read_table(warehouse, "events")
+    assert got.schema == TABLES["events"] and got["repeats"].to_list() == [None]
+    wh.build(warehouse)
+    con = wh.connect_readonly(warehouse)
+    assert con.execute("SELECT repeats, last_ts FROM events").fetchall() == [(None, None)]
+    assert con.execute("SELECT sum(coalesce(repeats, 1)) FROM events").fetchone() == (1,)
+    con.close()
+    assert queries.run_sql(queries.connect(warehouse), "SELECT count(*) AS n FROM events")["n"].to_list() == [1]

@@ -1,4 +1,4 @@
-"""Background lake writes and the frames remembered for the next step (``lake_writer``)."""
+"""Background lake writes and the frames remembered for the next step (``lake.writer``)."""
 
 from __future__ import annotations
 

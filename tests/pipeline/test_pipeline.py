@@ -249,6 +249,23 @@ def test_parallel_workers_write_the_same_lake(landing, tmp_path):
     assert analytics(one) == analytics(two) and len(analytics(one)) >= 9
 
 
+def test_one_partition_parsed_in_two_processes_writes_the_same_lake(landing, tmp_path, monkeypatch):
+    """A big partition's files are split across processes (``ingest.pool``): same lake."""
+    from faultline.ingest import pool
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    monkeypatch.setenv(pool.WORKERS_ENV, "1")
+    run_pipeline(landing, one, workers=1, analytics=False)
+    monkeypatch.setenv(pool.WORKERS_ENV, "2")
+    monkeypatch.setattr(pool, "SPLIT_BYTES", 1)
+    calls = []
+    real = pool.ProcessPoolExecutor
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", lambda *a, **k: calls.append(a) or real(*a, **k))
+    run_pipeline(landing, two, workers=1, analytics=False)
+    assert calls, "the parse was not split"
+    assert lake_hashes(one) == lake_hashes(two)
+
+
 def test_a_finished_command_freezes_the_heap_so_the_process_exits_at_once():
     """Every ``faultline`` command ends by freezing the GC's objects (``cli._done``): the exit
     then skips a last collection over Dagster's heap. A failing command does not get there."""

@@ -31,7 +31,7 @@ ROOT_CATEGORIES = {
     "collective_timeout",
 }
 
-# --- kernel-log prefixes of log-formats.md section 1 -------------------------------------------
+# --- kernel-log prefixes (docs/classify.md, "Prefixes and timestamps") -------------------------
 KERNEL_FORMATS = {
     "syslog_mono": re.compile(
         r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d) (?P<host>[\w.-]+) "

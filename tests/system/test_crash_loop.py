@@ -150,7 +150,7 @@ def _kill_in(phase: str, landing: Path, warehouse: Path, tmp: Path, rng: random.
     return proc.returncode == -signal.SIGKILL, err.decode()[-500:]
 
 
-#: rounds of the five kills (CI: one); ``FAULTLINE_CRASH_ROUNDS=20 pytest tests/test_crash_loop.py``
+#: rounds of the five kills (CI: one); ``FAULTLINE_CRASH_ROUNDS=20 pytest tests/system/test_crash_loop.py``
 #: for a long run
 ROUNDS = int(os.environ.get("FAULTLINE_CRASH_ROUNDS", "1"))
 

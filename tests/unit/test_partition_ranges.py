@@ -1,4 +1,4 @@
-"""Range runs: which partitions one Dagster run materializes (``run_plan``) and that a
+"""Range runs: which partitions one Dagster run materializes (``launch.plan``) and that a
 range run writes exactly those partitions."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every kernel-log and job-log prefix variant of log-formats.md: exact time, host and message."""
+"""Every kernel-log and job-log prefix variant (docs/classify.md): exact time, host and message."""
 
 import datetime as dt
 

@@ -35,7 +35,7 @@ SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
 RULE_KEYS = {"id", "keywords", "pattern", "category", "severity", "action", "continues", "keep", "examples", "family"}
 FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch", "cuda", "slurm", "boot"}
 
-# The Xid table of shared/taxonomy.md: code -> the project's category.
+# The Xid table of docs/taxonomy.md: code -> the project's category.
 TAXONOMY_XIDS = {
     8: "driver_firmware",
     13: "user_app",

@@ -93,3 +93,38 @@ def test_small_files_scanned_together_equal_each_scanned_alone(tmp_path, monkeyp
     assert batched.audit.height >= 15 and batched.kernel_events.height > 10 and batched.job_events.height > 3
     cr = batched.audit.filter(pl.col("source").str.ends_with("node-cr.log")).row(0, named=True)
     assert cr["lines_read"] == 50 + 2 * len(range(7, 50, 331))
+
+
+# real syslog lines with a localized (Chinese) month, from NVIDIA/gpu-operator#610
+LOCALIZED = (
+    "11月 15 14:15:47 leon-NF5468M6 systemd[1]: Starting NVIDIA fabric manager service...\n"
+    "11月 15 14:15:47 leon-NF5468M6 systemd[1]: nvidia-fabricmanager.service: Control process exited, "
+    "code=exited, status=1/FAILURE\n"
+)
+
+
+def test_utf8_and_overlong_files_are_batched_with_the_same_results(tmp_path, monkeypatch):
+    """Valid UTF-8 text joins the small-file batch (only control bytes, invalid UTF-8 and U+FFFD
+    send a file to the block scanner), and an overlong line in a batched file is quarantined
+    exactly as the block scanner does it."""
+    from helpers.landing import make_landing
+
+    from faultline.ingest.partition import ingest_partition
+
+    landing = make_landing(tmp_path / "landing")
+    kern = landing / "northwind" / "c1" / "2026-11-24" / "kernel"
+    (kern / "node-utf8.log").write_text(LOCALIZED + _log(tmp_path / "u.log", 30).read_text())
+    (kern / "node-fffd.log").write_text("\ufffd" + LOCALIZED)
+    (kern / "node-long.log").write_text(_log(tmp_path / "l.log", 10).read_text() + "x" * (3 << 20) + "\n")
+    blocked: list[str] = []
+    real_scan_file = parse.scan_file
+    monkeypatch.setattr(parse, "scan_file", lambda p, *a: blocked.append(Path(p).name) or real_scan_file(p, *a))
+    batched = ingest_partition(landing, "northwind", "c1", "2026-11-24")
+    assert "node-utf8.log" not in blocked and "node-long.log" not in blocked and "node-fffd.log" in blocked
+    monkeypatch.setattr(parse, "SMALL_FILE_BYTES", -1)
+    alone = ingest_partition(landing, "northwind", "c1", "2026-11-24")
+    for name in ("kernel_events", "quarantine", "audit"):
+        assert getattr(batched, name).equals(getattr(alone, name)), name
+    q = batched.quarantine.filter(pl.col("source").str.ends_with("node-long.log"))
+    assert q.select("line_no", "reason").rows() == [(13, "line_too_long")]  # 10 lines, one of them 3
+    assert len(q["preview"][0]) == reader.PREVIEW_BYTES

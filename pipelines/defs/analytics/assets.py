@@ -15,10 +15,9 @@ from ..views.assets import POOL, warn_no_snapshot
     deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"],
 )
 def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
-    """Recompute the analytics tables from the whole lake and publish their views.
-
-    Not partitioned: attribution windows, rates and lemon tests span days and clusters.
-    The nightly_analytics schedule runs it after the night's partitions."""
+    """Recompute the analytics tables from the whole lake and publish their views. Not partitioned:
+    attribution windows, rates and lemon tests span days and clusters; the nightly_analytics
+    schedule runs it after the night's partitions."""
     counts = build_analytics(lake.warehouse)
     report = lake.build_views()
     warn_no_snapshot(context, report)

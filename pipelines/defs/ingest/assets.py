@@ -1,8 +1,6 @@
-"""Landing partition -> lake tables: raw_ (as parsed) then core_ (combined, enriched).
-
-Every asset handles all the partitions of its run: one for the schedule and the sensor, a
-range of one cluster's days for backfills and ``faultline run`` (see ``partitions.BATCH``).
-"""
+"""Landing partition -> lake tables: raw_ (as parsed) then core_ (combined, enriched). Every
+asset handles all the partitions of its run: one for the schedule and the sensor, a range of
+one cluster's days for backfills and ``faultline run`` (``partitions.BATCH``)."""
 
 import datetime as dt
 

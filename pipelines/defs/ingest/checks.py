@@ -1,11 +1,6 @@
-"""Checks on the lake: every line accounted for (blocking), files match their schema, the
-lake is not behind the landing folder.
-
-Checks are partitioned like their assets (a Dagster preview feature in 1.13, whose warning
-is silenced here). A result speaks for every partition of its run: one partition for the
-schedule and the sensor, a range of one cluster's days for backfills and ``faultline run``
-(a failing result names the partitions at fault).
-"""
+"""Checks on the lake: every line accounted for (blocking), files match their schema, the lake is
+not behind the landing folder. Partitioned like their assets (a Dagster preview feature, its
+warning silenced here); a result speaks for every partition of its run and names those at fault."""
 
 import warnings
 

@@ -9,7 +9,7 @@ POOL = "duckdb_writer"
 
 
 def warn_no_snapshot(context: dg.AssetExecutionContext, report) -> None:
-    """Say so when the views read the live lake files (``warehouse.BuildReport.snapshot_error``)."""
+    """Say so when the views read the live lake files (``views.BuildReport.snapshot_error``)."""
     if report.snapshot_error:
         context.log.warning(
             "the views read the live lake files, so a query running while a file is "
