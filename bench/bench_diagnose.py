@@ -1,13 +1,6 @@
-"""``faultline diagnose`` on a large job log, against ``grep -c`` on the same file.
-
-    python bench/bench_diagnose.py [--mb 100] [--reps 3] [--workdir DIR]
-
-The log is what a long multi-rank job prints: NCCL INFO setup lines, rank-prefixed training
-progress, tqdm bars and a few warnings, then a real failure at its end (the output of
-tests/fixtures/jobs/dev/kohya-1434-ecc-2xh100-watchdog). Prints the wall time of the whole
-command (start-up included), the same for ``grep -cE`` with the rules' prefilter literals,
-and their ratio, wall and CPU (user + system) time; median of ``--reps`` interleaved runs.
-"""
+"""faultline diagnose on a large generated job log ending in a real failure, against grep -cE
+on the same file (wall and CPU time); bench/README.md. Usage:
+python bench/bench_diagnose.py [--mb 100] [--reps 3] [--workdir DIR]"""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Score the root cause and culprit of real failed jobs (``tests/fixtures/jobs/``): dev and reserved.
-
-    python bench/eval_jobs.py [--split dev|reserved|both] [--cases] [--json]
-
-Every case goes through ``faultline diagnose`` and through the nightly pipeline (one landing
-partition per case: a sacct row with state FAILED, the output as ``jobs/<id>/slurm-<id>.out``,
-a kernel.log as ``kernel/node01.log``). Prints root-cause accuracy, culprit accuracy over the
-cases that name a culprit, the unknown share, for both paths, and how often they agree.
-``--cases`` lists every dev case (never a reserved one); reserved gives figures only.
-"""
+"""Root cause and culprit of the real failed jobs (tests/fixtures/jobs/) through faultline
+diagnose and the nightly pipeline; bench/README.md. Usage:
+python bench/eval_jobs.py [--split dev|reserved|both] [--cases] [--json]"""
 
 from __future__ import annotations
 

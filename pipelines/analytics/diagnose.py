@@ -1,9 +1,6 @@
-"""Diagnose one failed job from its output files alone (``faultline diagnose``).
-
-The job's output and its nodes' kernel logs are parsed as the landing folder's are, the job
-comes from ``sacct`` output or from the times in its files, and the nightly engine
-(``attribution.attribute_failures``) decides. No landing folder, no warehouse.
-"""
+"""One failed job's verdict from its output files alone (``faultline diagnose``): parsed as the
+landing folder's files are, the job from sacct or its files' times, decided by the nightly
+engine (``attribution.attribute_failures``); docs/diagnose.md."""
 
 from __future__ import annotations
 

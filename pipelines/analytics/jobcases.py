@@ -1,9 +1,6 @@
-"""Score the attribution on the real failed-job outputs (``tests/fixtures/jobs/<split>/``).
-
-Every case is diagnosed twice: by ``faultline diagnose`` on its files, and by the nightly
-pipeline on a landing folder holding one partition per case (``write_landing``). Both verdicts
-are compared with the case's root cause and culprit, and with each other.
-"""
+"""Score the attribution on the real failed-job outputs (``tests/fixtures/jobs/<split>/``):
+each case through ``faultline diagnose`` and through the nightly pipeline on a landing folder
+of one partition per case, against the case's root cause and culprit and each other."""
 
 from __future__ import annotations
 
@@ -84,10 +81,9 @@ def _sacct_time(iso: str | None) -> str:
 
 
 def write_landing(root: Path, case: Case, job_id: int, window: dict) -> dt.date:
-    """One partition for ``case``: ``eval/<case>/<day>/`` with a sacct row (state FAILED, the
-    job's times as diagnose read them from its files), the job output as
-    ``jobs/<id>/slurm-<id>.out`` (further job files under their own names) and a kernel.log as
-    ``kernel/node01.log``. Returns the partition's day (the job's end)."""
+    """``eval/<case>/<day>/``: a FAILED sacct row with the times diagnose read, the output as
+    ``jobs/<id>/slurm-<id>.out`` and a kernel.log as ``kernel/node01.log``; returns the day
+    (the job's end). bench/README.md, ``eval_jobs.py``, says why."""
     day = dt.date.fromisoformat(window["ended"][:10])
     part = root / PROVIDER / case.name / day.isoformat()
     (part / "slurm").mkdir(parents=True, exist_ok=True)

@@ -30,12 +30,9 @@ from ._options import parse_date
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
 def diagnose(logs, kernel, nodes, sacct, ref_date, fmt):
-    """Why the job whose output is LOGS failed: verdict, culprit, deciding lines, next steps.
-
-    LOGS are the job's stdout/stderr files (plain, .gz, .zst; '-' for stdin), all ranks mixed.
-    The verdict is the nightly attribution's, on this one job. Exit 0 when a verdict was made
-    (unknown included), 2 when an input cannot be read.
-    """
+    """Why the job whose output is LOGS (plain, .gz, .zst; '-': stdin) failed: verdict, culprit,
+    deciding lines, next steps; the nightly attribution on this one job (docs/diagnose.md).
+    Exit 0 with a verdict (unknown included), 2 when an input cannot be read."""
     from ..analytics.diagnose import DiagnoseError, render_markdown, render_text, to_json
     from ..analytics.diagnose import diagnose as run
 
