@@ -38,7 +38,8 @@ _RELABEL_ACTION = {"host": "restart_job", "storage": "check_storage"}
 # cascade"). A transport error that only says the other side went away reports a peer's death:
 PEER_GONE_RE = (
     r"(?i)connection closed by (?:remote )?peer|connection reset by peer|broken pipe|"
-    r"remote process exited or there was a network error|ncclRemoteError|failed to recv, got 0 bytes"
+    r"remote process exited or there was a network error|ncclRemoteError|failed to recv, got 0 bytes|"
+    r"Socket recv failed while polling|Failed to execute operation \w+ from rank \d+, retcode 6\b"
 )
 # ... unless the same event names the transport's own failure
 TRANSPORT_FAULT_RE = (

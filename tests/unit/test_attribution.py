@@ -171,36 +171,56 @@ def test_one_kernel_fault_decides_every_job_it_killed(failures):
         assert verdict(failures[job_id])[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n9")
 
 
-def test_a_cuda_error_the_watchdog_reraises_takes_the_cuda_errors_category():
-    """Were a rule to call the watchdog's termination message a timeout, the CUDA error it
-    re-raises (real line: tests/fixtures/jobs/dev/msswift-8371-...) still decides."""
-    raw = lines("msswift-8371-device-assert-watchdog-rank11", 1).rstrip("\n")
+def decide(rows: list[tuple[int, str, str, int | None]]) -> dict:
+    """The verdict on job 1 (on n1) whose output events are ``rows``: (line, category, text, rank),
+    categories as a rule might give them."""
+    domains = load_ruleset().taxonomy.domains
     ev = pl.DataFrame(
         [
             {
-                "event_id": "out:1",
+                "event_id": f"out:{n}",
                 "source": "out",
-                "line_no": 1,
+                "line_no": n,
                 "line_count": 1,
                 "provider": "acme",
                 "cluster": "c1",
                 "job_id": "1",
-                "rank": 11,
-                "category": "collective_timeout",
-                "domain": "symptom",
+                "rank": rank,
+                "category": cat,
+                "domain": domains[cat],
                 "severity": "error",
-                "action": "restart_job",
-                "rule_id": "some_watchdog_rule",
+                "action": "none",
+                "rule_id": f"rule_{n}",
                 "raw": raw,
                 "message": raw,
             }
+            for n, cat, raw, rank in rows
         ],
         schema=EVENTS,
     )
-    jobs = parse_sacct(
-        HEADER + ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY, end="03:24:30", elapsed="02:24:30")
-    ).jobs.with_columns(provider=pl.lit("acme"), cluster=pl.lit("c1"))
-    rs = load_ruleset()
-    j = attribute_failures(jobs, ev, None, rs.taxonomy.domains, rs=rs).row(0, named=True)
-    assert verdict(j) == ("user_app", "job:some_watchdog_rule+watchdog_reraise", None, 11)
+    row = ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY, end="03:24:30", elapsed="02:24:30")
+    jobs = parse_sacct(HEADER + row).jobs.with_columns(provider=pl.lit("acme"), cluster=pl.lit("c1"))
+    return attribute_failures(jobs, ev, None, domains).row(0, named=True)
+
+
+def text(name: str, n: int) -> str:
+    return lines(name, n).rstrip("\n")
+
+
+def test_a_cuda_error_the_watchdog_reraises_takes_the_cuda_errors_category():
+    """Were a rule to call the watchdog's termination message a timeout, the CUDA error it
+    re-raises (tests/fixtures/jobs/dev/msswift-8371-...) still decides."""
+    j = decide([(1, "collective_timeout", text("msswift-8371-device-assert-watchdog-rank11", 1), 11)])
+    assert verdict(j) == ("user_app", "job:rule_1+watchdog_reraise", None, 11)
     assert j["action"] == "fix_application"
+
+
+def test_the_proxys_socket_errors_are_a_peers_death_whatever_a_rule_calls_them():
+    """NCCL's proxy failing to receive, or to run an operation with ncclRemoteError (retcode 6),
+    reports a peer gone: network by a rule's name, a symptom in the cascade."""
+    oom = "nccl-1235-narval-socket-closed-after-cuda-oom"
+    j = decide([(4, "network", text(oom, 4), None), (14, "user_app", text(oom, 14), None)])
+    assert verdict(j)[:2] == ("user_app", "job:rule_14")
+    gone = "nccl-795-aws-remote-error-after-segfault"
+    j = decide([(7, "network", text(gone, 7), None)])
+    assert verdict(j)[:2] == ("unknown", "job:rule_7+peer_gone")
