@@ -9,6 +9,7 @@ import click
 from . import __version__
 from .commands.classify import classify
 from .commands.demo import demo
+from .commands.diagnose import diagnose
 from .commands.drain import drain_list
 from .commands.evaluate import evaluate
 from .commands.explain import explain
@@ -38,6 +39,7 @@ def _done(*_result, **_params) -> None:
 
 
 main.add_command(classify)
+main.add_command(diagnose)
 main.add_command(run)
 main.add_command(simulate)
 main.add_command(demo)

@@ -280,10 +280,13 @@ ANALYTICS_TABLES = (
             (
                 "decided_by",
                 S,
-                "`node:<rule>`, `job:<rule>`, `<rule>+missing_rank`, `+flight_recorder`, `state:<STATE>`; "
+                "`node:<rule>`, `job:<rule>`, `+<reading>` (docs/analytics.md), `state:<STATE>`; "
                 "`+known_issue:<ID>` when a known issue's verdict replaced the rules' one",
             ),
             ("node_list", S, "the compressed node list"),
+            ("culprit_rank", I64, "the global rank at fault, or null"),
+            ("symptoms", I64, "evidence events of the job besides the deciding ones (the cascade)"),
+            ("evidence_events", LS, "event_id of the deciding line(s), the first one deciding"),
             *_KNOWN,
             (
                 "original_root_cause",

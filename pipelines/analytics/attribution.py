@@ -1,11 +1,14 @@
-"""Attribute each job that did not complete to a root cause and, where possible, a culprit node:
-the causally earliest specific fault wins over its symptoms, and a hang is localized by the
-flight recorder or the missing ranks (docs/analytics.md, "Root cause and culprit")."""
+"""Attribute each job that did not complete to a root cause and, where possible, a culprit:
+the causally earliest specific fault wins over its cascade, read as docs/analytics.md says
+("Root cause and culprit"); the one engine of the nightly analytics and faultline diagnose."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from ..classify.engine import classify_messages
+from ..classify.ruleset import RuleSet, load_ruleset
+from ..ingest.prefix import split_prefix
 from .config import DEFAULT, AnalyticsConfig
 
 JOB_KEY = ["provider", "cluster", "job_id"]
@@ -28,6 +31,46 @@ DEFAULT_ACTION = {
     "symptom": "restart_job",
     "unknown": "none",
 }
+# a category the reading of the cascade gave (not the deciding line's rule): its action
+_RELABEL_ACTION = {"host": "restart_job", "storage": "check_storage"}
+
+# How an event takes part in the cascade, read from its text (docs/analytics.md, "Reading the
+# cascade"). A transport error that only says the other side went away reports a peer's death:
+PEER_GONE_RE = (
+    r"(?i)connection closed by (?:remote )?peer|connection reset by peer|broken pipe|"
+    r"remote process exited or there was a network error|ncclRemoteError|failed to recv, got 0 bytes|"
+    r"Socket recv failed while polling|Failed to execute operation \w+ from rank \d+, retcode 6\b"
+)
+# ... unless the same event names the transport's own failure
+TRANSPORT_FAULT_RE = (
+    r"Got completion (?:from peer \S+ )?with (?:error |status=)|IBV_WC_\w+_ERR|ibv_\w+ failed|"
+    r"async error event|port error|got completion with error|Couldn't open AV"
+)
+PEER_HOST_RE = r"(?:remote peer |remote=\[)([A-Za-z0-9][\w.-]*?)(?:<\d+>|\]:\d+)"
+DESYNC_RE = (
+    r"didn't join collective|Detected mismatch between collectives|"
+    r"[Cc]ollective (?:fingerprint|sequence number) mismatch"
+)
+WORKER_RE = (
+    r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\)? (?:is killed by signal|exited unexpectedly)|"
+    r"process \d+ terminated with (?:signal|exit code)|ChildFailedError|exitcode\s*:\s*-\d+|"
+    r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)"
+)
+EXHAUSTION_RE = (
+    r"Out of memory: Kill|Memory cgroup out of memory|oom[-_]kill|Out Of Memory|"
+    r"[Bb]us error|out of shared memory|insufficient shared memory|/dev/shm|shm\.h:\d+|Cannot allocate memory"
+)
+SAVE_RE = (
+    r"PytorchStreamWriter|serialization\.py\", line \d+, in _?save\b|"
+    r"\bsave_(?:checkpoint|pretrained|model|state_dict|optimizer)\b|[Ss]aving (?:the )?(?:model )?checkpoint"
+)
+WRITE_FAILED_RE = (
+    r"No space left on device|Errno 28|ENOSPC|Input/output error|\[Errno 5\]|Stale file handle|ESTALE|"
+    r"Disk quota exceeded|Read-only file system|file write failed|failed writing file"
+)
+RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
+RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
+SEQ_RE = r"SeqNum=(\d+)"
 
 JOB_FAILURE_COLUMNS = [
     "job_id",
@@ -50,6 +93,25 @@ JOB_FAILURE_COLUMNS = [
     "action",
     "decided_by",
     "node_list",
+    "culprit_rank",
+    "symptoms",
+    "evidence_events",
+]
+_EV_COLS = [
+    "ts",
+    "node",
+    "gpu_pci",
+    "category",
+    "domain",
+    "severity",
+    "action",
+    "rule_id",
+    "raw",
+    "rank",
+    "event_id",
+    "source",
+    "line_no",
+    "repeats",
 ]
 
 
@@ -59,6 +121,7 @@ def attribute_failures(
     flight: pl.DataFrame | None,
     domains: dict[str, str],
     cfg: AnalyticsConfig = DEFAULT,
+    rs: RuleSet | None = None,
 ) -> pl.DataFrame:
     """One row per failed job (see ``JOB_FAILURE_COLUMNS``; docs/tables.md, ``job_failures``)."""
     failed = jobs.filter(~pl.col("state").is_in(NOT_FAILED) & pl.col("end").is_not_null())
@@ -68,8 +131,9 @@ def attribute_failures(
         start=pl.coalesce("start", "end"),
         n_gpus=pl.coalesce(pl.col("gpus"), pl.col("n_nodes") * cfg.gpus_per_node).cast(pl.Int64),
     )
-    ev = _evidence(failed, events, cfg)
-    decided = _decide(failed, ev, flight, domains, cfg)
+    rs = rs or load_ruleset()
+    ev = _roles(_reraised(_evidence(failed, events, cfg), domains, rs))
+    decided = _decide(failed, ev, flight, domains, cfg, rs)
     hours = (pl.col("end") - pl.col("start")).dt.total_seconds() / 3600.0
     out = failed.join(decided, on=JOB_KEY, how="left").with_columns(
         started=pl.col("start"),
@@ -78,25 +142,13 @@ def attribute_failures(
         gpus=pl.col("n_gpus"),
         gpu_hours_lost=(hours * pl.col("n_gpus")).round(3),
         node_list=pl.col("nodelist"),
+        symptoms=pl.col("symptoms").fill_null(0),
+        evidence_events=pl.col("evidence_events").fill_null(pl.lit([], pl.List(pl.String))),
     )
     return out.select(JOB_FAILURE_COLUMNS).sort("ended", "provider", "cluster", "job_id")
 
 
 def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) -> pl.DataFrame:
-    cols = [
-        "ts",
-        "node",
-        "gpu_pci",
-        "category",
-        "domain",
-        "severity",
-        "action",
-        "rule_id",
-        "raw",
-        "rank",
-        "event_id",
-        "repeats",
-    ]
     if "repeats" not in events.columns:  # frames built before floods were collapsed
         events = events.with_columns(repeats=pl.lit(1, pl.Int32))
     ev = events.filter(pl.col("category") != "benign")
@@ -121,7 +173,7 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
         .explode("node")
     )
     # kernel and slurmctld lines about the job's nodes, in the window around its end
-    side = ev.filter(pl.col("job_id").is_null() & pl.col("node").is_not_null()).select("provider", "cluster", *cols)
+    side = ev.filter(pl.col("job_id").is_null() & pl.col("node").is_not_null()).select("provider", "cluster", *_EV_COLS)
     near = (
         win.join(side, on=["provider", "cluster", "node"], how="inner")
         .filter(
@@ -137,91 +189,249 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
         .with_columns(origin=pl.lit("node"))
         .drop("start", "end", "_back")
     )
-    # the job's own output, whenever it was written
+    # the job's own output, whatever its stamps say: within one file a line is never earlier
+    # than the one above it, and lines before the first stamp take that stamp
     own = (
         ev.filter(pl.col("job_id").is_not_null())
-        .select("provider", "cluster", "job_id", *cols)
+        .select("provider", "cluster", "job_id", *_EV_COLS)
         .join(failed.select(JOB_KEY), on=JOB_KEY, how="semi")
-        .with_columns(origin=pl.lit("job"))
+        .sort(*JOB_KEY, "source", "line_no")
+        .with_columns(
+            ts=pl.col("ts")
+            .fill_null(strategy="forward")
+            .fill_null(strategy="backward")
+            .cum_max()
+            .over([*JOB_KEY, "source"]),
+            origin=pl.lit("job"),
+        )
     )
     out = pl.concat([near.select(own.columns), own], how="vertical_relaxed")
-    # job output often has no stamp before its first error: such lines count at the job's end
-    out = (
+    # a file without a single stamp counts at the job's end
+    return (
         out.join(failed.select(*JOB_KEY, pl.col("end").alias("_end")), on=JOB_KEY, how="left")
         .with_columns(ts=pl.coalesce("ts", "_end"))
         .drop("_end")
     )
-    # tiers: 1 hardware/driver error, 2 user-code error, 3 hardware/driver warning (throttling,
-    # corrected errors: they explain a job only when nothing stronger does)
-    weak = pl.col("domain").is_in(["hardware", "software"]) & (pl.col("severity") == "warning")
-    return out.with_columns(
-        tier=pl.when(weak)
-        .then(pl.lit(3, pl.Int8))
-        .otherwise(pl.col("domain").replace_strict(_TIER, default=None, return_dtype=pl.Int8)),
-        sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
+
+
+def deciding_lines(ev: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
+    """``ev`` with ``line_offset`` and ``line``: the physical line of each (joined) event its
+    category came from (a traceback's exception line, not its first line)."""
+    lines = (
+        ev.unique("event_id")
+        .select("event_id", "category", line=pl.col("raw").fill_null("").str.split("\n"))
+        .with_columns(line_offset=pl.int_ranges(pl.col("line").list.len()))
+        .explode("line", "line_offset")
     )
+    multi = lines.filter(pl.col("line_offset") > 0).select("event_id").unique()
+    many = lines.join(multi, on="event_id", how="semi")
+    if many.height:
+        msg = many.select(m=pl.coalesce(split_prefix(pl.col("line")).struct.field("msg"), pl.col("line")))["m"]
+        many = many.with_columns(_cat=classify_messages(msg, rs)["category"])
+        hit = many.filter(pl.col("_cat") == pl.col("category")).group_by("event_id").agg(pl.col("line_offset").min())
+    else:
+        hit = pl.DataFrame(schema={"event_id": pl.String, "line_offset": pl.Int64})
+    pick = (
+        lines.select("event_id")
+        .unique()
+        .join(hit, on="event_id", how="left")
+        .with_columns(pl.col("line_offset").fill_null(0).cast(pl.Int64))
+    )
+    text = lines.with_columns(pl.col("line_offset").cast(pl.Int64)).join(
+        pick, on=["event_id", "line_offset"], how="semi"
+    )
+    return ev.join(text.select("event_id", "line_offset", "line"), on="event_id", how="left")
+
+
+def _reraised(ev: pl.DataFrame, domains: dict[str, str], rs: RuleSet) -> pl.DataFrame:
+    """A CUDA error that the NCCL watchdog re-raises in its termination message is that CUDA
+    error, not a timeout: such a line takes the category the rules give the error itself."""
+    hit = (pl.col("category") == "collective_timeout") & pl.col("raw").str.contains(RERAISE_RE)
+    if not ev.height or not ev.select(hit.any()).item():
+        return ev.with_columns(_reraise=pl.lit(False))
+    ev = ev.with_row_index("_r")
+    sub = ev.filter(hit).select("_r", _err=pl.col("raw").str.extract(RERAISE_RE, 1))
+    cls = classify_messages(sub["_err"], rs)
+    sub = sub.with_columns(_cat=cls["category"], _sev=cls["severity"], _act=cls["action"]).filter(
+        ~pl.col("_cat").is_in(["benign", "unknown", "collective_timeout"])
+    )
+    ev = ev.join(sub.drop("_err"), on="_r", how="left").drop("_r")
+    got = pl.col("_cat").is_not_null()
+    return ev.with_columns(
+        category=pl.coalesce("_cat", "category"),
+        severity=pl.coalesce("_sev", "severity"),
+        action=pl.coalesce("_act", "action"),
+        domain=pl.when(got).then(pl.col("_cat").replace_strict(domains, default="unknown")).otherwise("domain"),
+        _reraise=got,
+    ).drop("_cat", "_sev", "_act")
+
+
+def _roles(ev: pl.DataFrame) -> pl.DataFrame:
+    """Tiers (1 hardware/driver error, 2 user-code error, 3 hardware/driver warning: throttling,
+    corrected errors, which explain a job only when nothing stronger does) and the cascade roles
+    read from the text; then each job's events in causal order."""
+    raw, cat = pl.col("raw"), pl.col("category")
+    peer = cat.is_in(["network", "unknown"]) & raw.str.contains(PEER_GONE_RE) & ~raw.str.contains(TRANSPORT_FAULT_RE)
+    weak = pl.col("domain").is_in(["hardware", "software"]) & (pl.col("severity") == "warning")
+    tier = (
+        pl.when(peer)
+        .then(pl.lit(None, pl.Int8))
+        .when(weak)
+        .then(pl.lit(3, pl.Int8))
+        .otherwise(pl.col("domain").replace_strict(_TIER, default=None, return_dtype=pl.Int8))
+    )
+    user = cat == "user_app"
+    # a worker's death as its launcher or runtime reports it (rules call those user_app,
+    # scheduler or unknown): a symptom of the exhaustion that killed it, when there is one
+    worker = cat.is_in(["user_app", "scheduler", "unknown"]) & raw.str.contains(WORKER_RE)
+    ev = ev.with_columns(
+        tier=tier,
+        sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
+        rank=pl.coalesce(pl.col("rank").cast(pl.Int64), raw.str.extract(RANK_IN_TEXT_RE, 1).cast(pl.Int64)),
+        _peer=peer,
+        _desync=user & raw.str.contains(DESYNC_RE),
+        _worker=worker,
+        _exhausted=worker & raw.str.contains(EXHAUSTION_RE),
+        _exhaustion=cat.is_in(["host", "user_app", "unknown", "scheduler"])
+        & raw.str.contains(EXHAUSTION_RE)
+        & ~raw.str.contains(WORKER_RE),
+        _save_failed=user & raw.str.contains(SAVE_RE) & raw.str.contains(WRITE_FAILED_RE),
+    )
+    # causal order: time; node-side first at equal times (the more severe first), then file
+    # and line (a total order: the same data read in any order decides the same line)
+    return ev.with_columns(_node_sev=pl.when(pl.col("origin") == "node").then(pl.col("sev")).otherwise(0)).sort(
+        [*JOB_KEY, "ts", "origin", "_node_sev", "source", "line_no", "event_id"],
+        descending=[False, False, False, False, True, True, False, False, False],
+        nulls_last=True,
+    )
+
+
+_PICK = ("event_id", "ts", "source", "origin", "tier", "category", "_worker", "_exhausted", "_save_failed")
+
+
+def _first(name: str, cond: pl.Expr) -> list[pl.Expr]:
+    return [pl.col(c).filter(cond).first().alias(f"{name}_{c}") for c in _PICK]
 
 
 def _decide(
-    failed: pl.DataFrame, ev: pl.DataFrame, flight: pl.DataFrame | None, domains: dict[str, str], cfg: AnalyticsConfig
+    failed: pl.DataFrame,
+    ev: pl.DataFrame,
+    flight: pl.DataFrame | None,
+    domains: dict[str, str],
+    cfg: AnalyticsConfig,
+    rs: RuleSet,
 ) -> pl.DataFrame:
-    firsts = ev.group_by(JOB_KEY).agg(
-        pl.col("ts").filter(pl.col("tier") == 1).min().alias("_hw"),
-        pl.col("ts").filter(pl.col("tier") == 2).min().alias("_user"),
-        (pl.col("tier") == 3).any().alias("_weak"),
-        (pl.col("category") == "collective_timeout").any().alias("_ct"),
-        (pl.col("category") == "scheduler").any().alias("_sched"),
-        (pl.col("category") == "unknown").any().alias("_unk"),
+    """Each job's deciding event (the first of its kind in causal order, then the readings of
+    the cascade), and from it the root cause, culprit, confidence, action and evidence."""
+    tier, cat = pl.col("tier"), pl.col("category")
+    firsts = ev.group_by(JOB_KEY, maintain_order=True).agg(
+        *_first("a", tier.is_in([1, 2])),  # the first specific error
+        *_first("h", tier == 1),  # the first hardware or driver error
+        *_first("n", (tier == 1) & (pl.col("origin") == "node")),  # ... on the job's nodes
+        pl.col("event_id").filter(pl.col("_desync")).first().alias("d_event_id"),
+        pl.col("event_id").filter(pl.col("_exhaustion")).first().alias("e_event_id"),
+        pl.col("event_id").filter(pl.col("_exhausted")).first().alias("x_event_id"),
+        pl.col("event_id").filter(pl.col("_worker")).first().alias("k_event_id"),
+        pl.col("event_id").filter(tier == 3).first().alias("w_event_id"),
+        pl.col("event_id").filter(cat == "collective_timeout").first().alias("t_event_id"),
+        pl.col("event_id").filter(pl.col("_peer")).first().alias("p_event_id"),
+        pl.col("raw").filter(pl.col("_peer")).str.extract(PEER_HOST_RE, 1).drop_nulls().first().alias("_peer_host"),
+        pl.col("event_id").filter(cat == "scheduler").first().alias("q_event_id"),
+        pl.col("event_id").filter(cat == "unknown").first().alias("u_event_id"),
+        pl.col("repeats").fill_null(1).sum().alias("_n_evidence"),
     )
     mask = pl.duration(seconds=cfg.hardware_masks_user_s)
+    # a hardware fault beats the user-code error in another file that follows it (or precedes
+    # it by less than the mask: the kernel's line may come late), and a fault on the job's nodes
+    # beats the hardware error the job printed about it the same way; within a file, line order
+    hw_user = (
+        (pl.col("a_tier") == 2)
+        & pl.col("h_event_id").is_not_null()
+        & (pl.col("h_source") != pl.col("a_source"))
+        & (pl.col("h_ts") <= pl.col("a_ts") + mask)
+    )
+    hw_node = (
+        (pl.col("a_tier") == 1)
+        & (pl.col("a_origin") == "job")
+        & pl.col("n_event_id").is_not_null()
+        & (pl.col("n_ts") <= pl.col("a_ts") + mask)
+    )
+    pick = lambda c: pl.when(hw_user).then(f"h_{c}").when(hw_node).then(f"n_{c}").otherwise(f"a_{c}")  # noqa: E731
     firsts = firsts.with_columns(
-        chosen=(
-            pl.when(
-                pl.col("_hw").is_not_null() & (pl.col("_user").is_null() | (pl.col("_hw") <= pl.col("_user") + mask))
-            )
-            .then(pl.lit("hw"))
-            .when(pl.col("_user").is_not_null())
-            .then(pl.lit("user"))
-            .when(pl.col("_weak"))
-            .then(pl.lit("weak"))
-            .when(pl.col("_ct"))
-            .then(pl.lit("ct"))
-            .when(pl.col("_sched"))
-            .then(pl.lit("sched"))
-            .when(pl.col("_unk"))
-            .then(pl.lit("unknown"))
-            .otherwise(pl.lit(None, pl.String))
-        )
+        c_event_id=pick("event_id"),
+        **{f"c_{c}": pick(c) for c in ("category", "_worker", "_exhausted", "_save_failed")},
     )
-    ev = ev.join(firsts.select(*JOB_KEY, "chosen"), on=JOB_KEY, how="inner")
-    pick = (
-        ((pl.col("chosen") == "hw") & (pl.col("tier") == 1))
-        | ((pl.col("chosen") == "user") & (pl.col("tier") == 2))
-        | ((pl.col("chosen") == "weak") & (pl.col("tier") == 3))
-        | ((pl.col("chosen") == "ct") & (pl.col("category") == "collective_timeout"))
-        | ((pl.col("chosen") == "sched") & (pl.col("category") == "scheduler"))
-        | ((pl.col("chosen") == "unknown") & (pl.col("category") == "unknown"))
+    has = lambda k: pl.col(f"{k}_event_id").is_not_null()  # noqa: E731
+    c_user, no_c = pl.col("c_category") == "user_app", ~has("c")
+    # the readings of the cascade (docs/analytics.md), in this order
+    how = (
+        pl.when(has("d") & (pl.col("c_category") == "network"))
+        .then(pl.lit("desync"))
+        .when((c_user & pl.col("c__exhausted")) | (no_c & has("x")))
+        .then(pl.lit("exhaustion_named"))
+        .when(has("e") & ((c_user & pl.col("c__worker")) | (no_c & has("k"))))
+        .then(pl.lit("exhaustion"))
+        .when(c_user & pl.col("c__save_failed"))
+        .then(pl.lit("checkpoint_write"))
     )
-    # earliest deciding line; at equal times the more severe, node-side first, then by
-    # event id (a total order: the same data read in any order decides the same line)
-    best = (
-        ev.filter(pick)
-        .sort(
-            [*JOB_KEY, "ts", "sev", "origin", "event_id"],
-            descending=[False, False, False, False, True, True, False],
-            nulls_last=True,
-        )
-        .group_by(JOB_KEY, maintain_order=True)
-        .first()
+    dec = (
+        pl.when(pl.col("_how") == "desync")
+        .then("d_event_id")
+        .when(pl.col("_how") == "exhaustion")
+        .then("e_event_id")
+        .when(pl.col("_how") == "exhaustion_named")
+        .then(pl.coalesce("c_event_id", "x_event_id"))
+        .otherwise("c_event_id")
     )
-    counts = ev.group_by(JOB_KEY).agg(
-        pl.col("repeats").fill_null(1).filter(pl.col("category") == "collective_timeout").sum().alias("_n_timeouts"),
-        pl.col("rank").filter(pl.col("category") == "collective_timeout").drop_nulls().unique().alias("_timeout_ranks"),
+    firsts = firsts.with_columns(_how=how).with_columns(
+        _dec=pl.coalesce(dec, "w_event_id", "t_event_id", "p_event_id", "q_event_id", "u_event_id"),
+        chosen=pl.when(pl.col("_how").is_in(["exhaustion", "exhaustion_named"]))
+        .then(pl.lit("exhaustion"))
+        .when(has("c"))
+        .then(pl.when(c_user | (pl.col("_how") == "desync")).then(pl.lit("user")).otherwise(pl.lit("hw")))
+        .when(has("w"))
+        .then(pl.lit("weak"))
+        .when(has("t"))
+        .then(pl.lit("ct"))
+        .when(has("p"))
+        .then(pl.lit("peer"))
+        .when(has("q"))
+        .then(pl.lit("sched"))
+        .when(has("u"))
+        .then(pl.lit("unknown")),
+        # the line a reading overrode: the network error, the worker's death
+        _overridden=pl.when(pl.col("_how").is_in(["desync", "exhaustion"])).then(
+            pl.coalesce("c_event_id", "k_event_id")
+        ),
+    )
+    best = firsts.select(*JOB_KEY, "chosen", "_how", "_dec", "_overridden", "_n_evidence", "_peer_host").join(
+        ev.select(
+            *JOB_KEY, pl.col("event_id").alias("_dec"), *[c for c in ev.columns if c not in (*JOB_KEY, "event_id")]
+        ),
+        on=[*JOB_KEY, "_dec"],
+        how="left",
+    )
+    best = deciding_lines(best.filter(pl.col("_dec").is_not_null()).rename({"_dec": "event_id"}), rs).rename(
+        {"event_id": "_dec"}
+    )
+    # a culprit rank the deciding line does not name: the first line of the same error that does
+    same_rank = (
+        ev.filter(pl.col("rank").is_not_null() & (pl.col("origin") == "job"))
+        .group_by(*JOB_KEY, "category", maintain_order=True)
+        .agg(pl.col("rank").first().alias("_same_rank"))
+    )
+    ct = ev.filter(pl.col("category") == "collective_timeout")
+    counts = ct.group_by(JOB_KEY).agg(
+        pl.col("repeats").fill_null(1).sum().alias("_n_timeouts"),
+        pl.col("rank").drop_nulls().unique().alias("_timeout_ranks"),
     )
     d = (
         failed.select(*JOB_KEY, "state", "nodes", "n_gpus", "end")
         .join(best, on=JOB_KEY, how="left")
         .join(counts, on=JOB_KEY, how="left")
+        .join(same_rank, on=[*JOB_KEY, "category"], how="left")
+        .join(_odd_collective(ct), on=JOB_KEY, how="left")
+        .with_columns(_n_timeouts=pl.col("_n_timeouts").fill_null(0))
     )
     d = _localize_hangs(d, flight, cfg)
     st = pl.col("state").str.split(" ").list.first()
@@ -229,44 +439,90 @@ def _decide(
     st_conf = st.replace_strict({k: v[1] for k, v in _STATE_CAUSE.items()}, default=0.2, return_dtype=pl.Float64)
     st_act = st.replace_strict({k: v[2] for k, v in _STATE_CAUSE.items()}, default="none", return_dtype=pl.String)
     scheduler_ended = st.is_in(["TIMEOUT", "CANCELLED", "PREEMPTED", "DEADLINE"])
+    chosen = pl.col("chosen")
     by_state = (
-        pl.col("chosen").is_null()
-        | ((pl.col("chosen") == "unknown") & st.is_in(list(_STATE_CAUSE)))
-        | ((pl.col("chosen") == "user") & scheduler_ended)
+        chosen.is_null()
+        | (chosen.is_in(["unknown", "peer"]) & st.is_in(list(_STATE_CAUSE)))
+        | ((chosen == "user") & scheduler_ended)
     )
-    # only timeouts in the logs, but the dumps show ranks that never joined the collective the
-    # others wait in: they were behind in the program, the taxonomy's collective desync
-    desync = ~by_state & (pl.col("chosen") == "ct") & pl.col("_not_joined")
-    root = pl.when(by_state).then(st_cat).when(desync).then(pl.lit("user_app")).otherwise(pl.col("category"))
+    # the dumps show ranks that never joined the collective the others wait in: they were
+    # behind in the program, the taxonomy's collective desync, whatever the network said
+    desync = ~by_state & pl.col("_not_joined") & (chosen.is_in(["ct", "peer"]) | (pl.col("category") == "network"))
+    how = pl.col("_how")
+    root = (
+        pl.when(by_state)
+        .then(st_cat)
+        .when(desync)
+        .then(pl.lit("user_app"))
+        .when(how == "exhaustion_named")
+        .then(pl.lit("host"))
+        .when(how == "exhaustion")
+        .then(pl.when(pl.col("category").is_in(["unknown", "scheduler"])).then(pl.lit("host")).otherwise("category"))
+        .when(how == "checkpoint_write")
+        .then(pl.lit("storage"))
+        .when(chosen == "peer")
+        .then(pl.lit("unknown"))
+        .otherwise(pl.col("category"))
+    )
     conf = (
         pl.when(by_state)
         .then(st_conf)
-        .when(pl.col("chosen") == "hw")
+        .when(how.is_not_null())
+        .then(0.8)
+        .when(chosen == "hw")
         .then(pl.when(pl.col("_n_timeouts") > 0).then(0.95).otherwise(0.85))
-        .when(pl.col("chosen") == "user")
+        .when(chosen == "user")
         .then(0.85)
-        .when(pl.col("chosen") == "weak")
+        .when(chosen == "weak")
         .then(0.6)
-        .when(pl.col("chosen") == "ct")
-        .then(pl.when(pl.col("_hang_node").is_not_null()).then(0.6).otherwise(0.4))
-        .when(pl.col("chosen") == "sched")
+        .when(chosen == "ct")
+        .then(pl.when(pl.col("_hang_node").is_not_null() | pl.col("_hang_rank").is_not_null()).then(0.6).otherwise(0.4))
+        .when(chosen == "sched")
         .then(0.7)
         .otherwise(0.3)
     )
+    specific = chosen.is_in(["hw", "user", "weak", "exhaustion"])
+    culprit_rank = (
+        pl.when(desync & pl.col("_hang_rank").is_not_null())
+        .then(pl.col("_hang_rank"))
+        .when(specific | (chosen == "sched"))
+        .then(pl.coalesce(pl.col("rank"), pl.col("_same_rank")))
+        .when(chosen == "ct")
+        .then(pl.col("_hang_rank"))
+    )
+    rank_node = pl.col("nodes").list.get(pl.col("_crank") // cfg.gpus_per_node, null_on_oob=True)
     culprit = (
-        pl.when(pl.col("chosen").is_in(["hw", "user", "weak"]))
-        .then(pl.coalesce("node", "_rank_node"))
-        .when(pl.col("chosen") == "ct")
+        pl.when(desync & pl.col("_hang_node").is_not_null())
         .then(pl.col("_hang_node"))
-        .when(pl.col("chosen") == "sched")
+        .when(specific)
+        .then(pl.coalesce("node", rank_node))
+        .when(chosen == "ct")
+        .then(pl.coalesce("_hang_node", rank_node))
+        .when(chosen == "peer")
+        .then(pl.col("_peer_host"))
+        .when(chosen == "sched")
         .then(pl.col("node"))
+    )
+    suffix = (
+        pl.when(desync)
+        .then(pl.lit("+flight_recorder_not_joined"))
+        .when(chosen == "ct")
+        .then(pl.when(pl.col("_hang_how").is_not_null()).then(pl.format("+{}", pl.col("_hang_how"))))
+        .when(chosen == "peer")
+        .then(pl.lit("+peer_gone"))
+        .when(how.is_not_null())
+        .then(pl.format("+{}", how.str.strip_suffix("_named")))
+        .when(pl.col("_reraise"))
+        .then(pl.lit("+watchdog_reraise"))
     )
     decided_by = (
         pl.when(by_state)
         .then(pl.format("state:{}", st))
-        .when(pl.col("chosen") == "ct")
-        .then(pl.format("{}+{}", pl.col("rule_id"), pl.col("_hang_how")))
-        .otherwise(pl.format("{}:{}", pl.col("origin"), pl.col("rule_id")))
+        .when(desync & (chosen == "ct"))
+        .then(pl.format("{}{}", pl.col("rule_id"), suffix))
+        .when(chosen == "ct")
+        .then(pl.concat_str([pl.col("rule_id"), suffix], ignore_nulls=True))
+        .otherwise(pl.concat_str([pl.col("origin"), pl.lit(":"), pl.col("rule_id"), suffix], ignore_nulls=True))
     )
     evidence = (
         pl.when(by_state & pl.col("raw").is_null())
@@ -275,9 +531,11 @@ def _decide(
             pl.concat_str(
                 [
                     pl.format(
-                        "[{}] {} ", pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%SZ"), pl.col("node").fill_null("?")
+                        "[{}] {} ",
+                        pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        pl.coalesce("node", "culprit_node", pl.lit("?")),
                     ),
-                    pl.col("raw").str.split("\n").list.first().str.slice(0, 300),
+                    pl.col("line").str.slice(0, 300),
                     pl.when(pl.col("_n_timeouts") > 0)
                     .then(
                         pl.format(
@@ -287,7 +545,7 @@ def _decide(
                         )
                     )
                     .otherwise(pl.lit("")),
-                    pl.when(pl.col("_hang_how").is_not_null())
+                    pl.when(pl.col("_hang_how").is_not_null() & chosen.is_in(["ct"]) | desync)
                     .then(pl.format("; culprit by {}", pl.col("_hang_how")))
                     .otherwise(pl.lit("")),
                 ],
@@ -295,25 +553,46 @@ def _decide(
             )
         )
     )
+    deciding = pl.concat_list([pl.col("_dec"), pl.col("_overridden")]).list.drop_nulls()
     return (
-        d.with_columns(
+        d.with_columns(_crank=culprit_rank)
+        .with_columns(
             root_cause=root,
             confidence=conf,
             culprit_node=culprit,
-            culprit_gpu=pl.when(pl.col("chosen").is_in(["hw", "user", "weak"])).then(pl.col("gpu_pci")),
-            evidence=evidence,
+            culprit_gpu=pl.when(specific & ~desync).then(pl.col("gpu_pci")),
+            culprit_rank=pl.col("_crank"),
             decided_by=decided_by,
+            evidence_events=pl.when(by_state).then(pl.lit([], pl.List(pl.String))).otherwise(deciding),
             _st_act=st_act,
             _desync=desync,
+            _by_state=by_state,
         )
         .with_columns(
+            evidence=evidence,
             domain=pl.col("root_cause").replace_strict(domains, default="unknown", return_dtype=pl.String),
+            symptoms=(
+                pl.col("_n_evidence").fill_null(0)
+                - pl.when(pl.col("evidence_events").list.len() > 0)
+                .then(pl.col("repeats").fill_null(1) + pl.col("evidence_events").list.len() - 1)
+                .otherwise(0)
+            )
+            .clip(lower_bound=0)
+            .cast(pl.Int64),
         )
         .with_columns(
-            action=pl.when(by_state)
+            action=pl.when(pl.col("_by_state"))
             .then(pl.col("_st_act"))
             .when(pl.col("_desync"))
             .then(pl.lit("fix_application"))
+            .when(pl.col("root_cause") != pl.col("category"))
+            .then(
+                pl.col("root_cause").replace_strict(
+                    _RELABEL_ACTION,
+                    default=pl.col("domain").replace_strict(DEFAULT_ACTION, default="none", return_dtype=pl.String),
+                    return_dtype=pl.String,
+                )
+            )
             .otherwise(
                 pl.coalesce(
                     pl.when(pl.col("action") != "none").then(pl.col("action")),
@@ -327,20 +606,42 @@ def _decide(
             "domain",
             "culprit_node",
             "culprit_gpu",
+            "culprit_rank",
             "confidence",
             "evidence",
+            "evidence_events",
+            "symptoms",
             "action",
             "decided_by",
         )
     )
 
 
+def _odd_collective(ct: pl.DataFrame) -> pl.DataFrame:
+    """The one rank whose watchdog timed out in another collective than all the others did
+    (at least two of them, agreeing): it is ahead of or behind the rest."""
+    seqs = (
+        ct.select(*JOB_KEY, "rank", _seq=pl.col("raw").str.extract(SEQ_RE, 1))
+        .drop_nulls(["rank", "_seq"])
+        .unique([*JOB_KEY, "rank", "_seq"])
+    )
+    per_seq = seqs.group_by(*JOB_KEY, "_seq").agg(pl.col("rank").unique().alias("_r"))
+    shape = per_seq.group_by(JOB_KEY).agg(
+        pl.len().alias("_k"),
+        pl.col("_r").list.len().min().alias("_lo"),
+        pl.col("_r").list.len().max().alias("_hi"),
+        pl.col("_r").sort_by(pl.col("_r").list.len()).first().alias("_odd"),
+    )
+    return shape.filter((pl.col("_k") == 2) & (pl.col("_lo") == 1) & (pl.col("_hi") >= 2)).select(
+        *JOB_KEY, _odd_rank=pl.col("_odd").list.first()
+    )
+
+
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:
     """Culprit of an all-ranks-timed-out hang: ranks that never enqueued the collective the others
-    wait in (a desync, ``_not_joined``); else ranks whose last completed collective lags; else the
-    node whose ranks are missing from the timeout reports."""
+    wait in (a desync, ``_not_joined``), else the lagging dumps, the ranks missing from the
+    timeout reports, the one rank in another collective, or the only rank that reported."""
     gpn = cfg.gpus_per_node
-    d = d.with_columns(_rank_node=pl.col("nodes").list.get(pl.col("rank") // gpn, null_on_oob=True))
     none = pl.lit(None, pl.List(pl.Int64))
     if flight is not None and flight.height:
         f = flight.select("provider", "cluster", "job_id", "rank", "last_enqueued", "last_completed")
@@ -363,27 +664,66 @@ def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: Analytics
         d = d.join(behind, on=JOB_KEY, how="left").join(lag, on=JOB_KEY, how="left")
     else:
         d = d.with_columns(_behind_ranks=none, _lag_ranks=none)
+    reported = pl.col("_timeout_ranks").cast(pl.List(pl.Int64)).fill_null(pl.lit([], pl.List(pl.Int64)))
     behind_nodes = pl.col("_behind_ranks").list.eval(pl.element() // gpn).list.unique()
     lag_nodes = pl.col("_lag_ranks").list.eval(pl.element() // gpn).list.unique()
-    all_ranks = pl.int_ranges(0, pl.col("nodes").list.len() * gpn)
-    missing = all_ranks.list.set_difference(pl.col("_timeout_ranks").cast(pl.List(pl.Int64)))
+    # the ranks the allocation should have: without one (diagnose on a bare log), none is missing
+    world = pl.when(pl.col("nodes").list.len() > 0).then(
+        pl.max_horizontal(pl.col("nodes").list.len() * gpn, reported.list.max().fill_null(-1) + 1)
+    )
+    missing = pl.int_ranges(0, world.fill_null(0)).list.set_difference(reported)
     miss_nodes = missing.list.eval(pl.element() // gpn).list.unique()
     one_behind = behind_nodes.list.len() == 1
     one_lag = lag_nodes.list.len() == 1
-    one_miss = (miss_nodes.list.len() == 1) & (pl.col("_timeout_ranks").list.len() > 0)
-    return d.with_columns(
-        _hang_node=pl.when(one_behind)
-        .then(pl.col("nodes").list.get(behind_nodes.list.first(), null_on_oob=True))
+    one_miss = (miss_nodes.list.len() == 1) & (reported.list.len() > 0)
+    one_miss_rank = (missing.list.len() == 1) & (reported.list.len() > 0)
+    odd = pl.col("_odd_rank").is_not_null()
+    only = reported.list.len() == 1
+    node_of = lambda i: pl.col("nodes").list.get(i, null_on_oob=True)  # noqa: E731
+    single = lambda ranks: pl.when(pl.col(ranks).list.len() == 1).then(pl.col(ranks).list.first())  # noqa: E731
+    rank = (
+        pl.when(one_behind)
+        .then(single("_behind_ranks"))
         .when(one_lag)
-        .then(pl.col("nodes").list.get(lag_nodes.list.first(), null_on_oob=True))
-        .when(one_miss)
-        .then(pl.col("nodes").list.get(miss_nodes.list.first(), null_on_oob=True)),
-        _hang_how=pl.when(one_behind)
+        .then(single("_lag_ranks"))
+        .when(one_miss_rank)
+        .then(missing.list.first())
+        .when(odd)
+        .then(pl.col("_odd_rank").cast(pl.Int64))
+        .when(only)
+        .then(reported.list.first())
+    )
+    rank_how = (
+        pl.when(one_behind & (pl.col("_behind_ranks").list.len() == 1))
+        .then(pl.lit("flight_recorder_not_joined"))
+        .when(one_lag & (pl.col("_lag_ranks").list.len() == 1))
+        .then(pl.lit("flight_recorder"))
+        .when(one_miss_rank)
+        .then(pl.lit("missing_rank"))
+        .when(odd)
+        .then(pl.lit("odd_collective"))
+        .when(only)
+        .then(pl.lit("only_rank"))
+    )
+    node_how = (
+        pl.when(one_behind)
         .then(pl.lit("flight_recorder_not_joined"))
         .when(one_lag)
         .then(pl.lit("flight_recorder"))
         .when(one_miss)
-        .then(pl.lit("missing_rank")),
+        .then(pl.lit("missing_rank"))
+    )
+    return d.with_columns(
+        _hang_node=pl.when(one_behind)
+        .then(node_of(behind_nodes.list.first()))
+        .when(one_lag)
+        .then(node_of(lag_nodes.list.first()))
+        .when(one_miss)
+        .then(node_of(miss_nodes.list.first())),
+        _hang_rank=rank,
+        _hang_how=pl.when(one_behind)
+        .then(pl.lit("flight_recorder_not_joined"))
+        .otherwise(pl.coalesce(rank_how, node_how)),
         _not_joined=one_behind.fill_null(False),
     )
 
@@ -411,4 +751,7 @@ def _schema() -> dict:
         "action": s,
         "decided_by": s,
         "node_list": s,
+        "culprit_rank": pl.Int64,
+        "symptoms": pl.Int64,
+        "evidence_events": pl.List(pl.String),
     }

@@ -91,6 +91,14 @@ class RuleSet:
         return "|".join(re.escape(w) for w in self.error_words)
 
 
+# libyaml's loader where PyYAML has it: the same documents, about ten times faster to read
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml(data: bytes):
+    return yaml.load(data, Loader=_LOADER)
+
+
 def _root(models_dir: str | None):
     return resources.files("faultline.models") if models_dir is None else Path(models_dir)
 
@@ -108,7 +116,7 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
         return root.joinpath(name).read_bytes()
 
     digest = hashlib.sha256()
-    tax = yaml.safe_load(_read("taxonomy.yaml"))
+    tax = _yaml(_read("taxonomy.yaml"))
     taxonomy = Taxonomy(dict(tax["categories"]), tuple(tax["actions"]), tuple(tax["severities"]))
     rule_dir = root.joinpath("rules")
     files = []
@@ -116,7 +124,7 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
         if entry.name.endswith(".yaml"):
             data = entry.read_bytes()
             digest.update(entry.name.encode() + data)
-            files.append(yaml.safe_load(data))
+            files.append(_yaml(data))
     files.sort(key=lambda f: (f.get("priority", 100), f["family"]))
     rules = []
     for f in files:
@@ -145,7 +153,7 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                 )
             )
     cat_bytes = _read("xid_catalog.csv")
-    words = yaml.safe_load(_read("error_words.yaml"))
+    words = _yaml(_read("error_words.yaml"))
     for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml")):
         digest.update(blob)
     catalog = pl.read_csv(io.BytesIO(cat_bytes), schema_overrides={"xid": pl.Int32})

@@ -18,6 +18,8 @@ from ..lake.storage import ObjectPath
 NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
 KERNEL_SUFFIXES = (".log", ".log.gz", ".log.zst")
+# job output as schedulers write it (slurm-<id>.out, slurm-<id>_<task>.out, sbatch -o/-e names)
+JOB_OUTPUT_SUFFIXES = tuple(f"{ext}{z}" for ext in (".log", ".out", ".err", ".txt") for z in ("", ".gz", ".zst"))
 INVENTORY_REQUIRED = ("provider", "cluster", "rack", "node", "gpus")
 
 
@@ -254,6 +256,10 @@ def _kernel_node(name: str) -> str | None:
     return None
 
 
+def _job_output(name: str) -> bool:
+    return valid_name(name) and name.endswith(JOB_OUTPUT_SUFFIXES)
+
+
 def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFiles:
     """List one partition's files by kind; a missing day folder gives an empty listing."""
     root = _root(landing)
@@ -282,7 +288,7 @@ def partition_files(landing: str | os.PathLike, part: Partition) -> PartitionFil
             pf.sacct = path
         elif parts == ("slurm", "slurmctld.log"):
             pf.slurmctld = path
-        elif top == "jobs" and len(parts) == 3 and valid_name(parts[1]) and name.endswith(".log"):
+        elif top == "jobs" and len(parts) == 3 and valid_name(parts[1]) and _job_output(name):
             pf.job_logs.append((parts[1], path))
         elif top == "jobs" and len(parts) == 4 and parts[2] == "flight_recorder" and valid_name(parts[1]):
             pf.flight.append((parts[1], path))

@@ -26,11 +26,11 @@ def classify_path(
     ctx = SourceContext(source=path, kind=kind, ref_date=ref_date, boots=boots, full=True)
     if path == "-":
         data = sys.stdin.buffer.read()
-        return parse_stream(_maybe_decompress(data), ctx, rs)
+        return parse_stream(maybe_decompress(data), ctx, rs)
     return parse_file(path, ctx, rs)
 
 
-def _maybe_decompress(data: bytes):
+def maybe_decompress(data: bytes):
     """stdin may carry gzip or zstd too; bound it like files."""
     import tempfile
 

@@ -780,11 +780,13 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     after_header = (
         pl.col("opens").shift(1).fill_null(False) & ~pl.col("opens") & (pl.col("family") == pl.col("family").shift(1))
     )
+    # nothing continues an overlong line: it is quarantined, and would take the event with it
     joined = (
         same_file
         & ((pl.col("continues") & (pl.col("joins_any") | same_family)) | after_header | pl.col("_jc") | exc_after)
         & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
         & ~other_gpu
+        & ~pl.col("_long").shift(1)
     ).fill_null(False)
     c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
     c = c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False)) if full else _collapse_floods(c)

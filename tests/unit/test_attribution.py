@@ -1,0 +1,226 @@
+"""The causal reading of a failed job's output (docs/analytics.md, "Reading the cascade").
+
+Every job output here is real: a whole case of tests/fixtures/jobs/dev/, or real lines of
+those cases and of models/corpus/dev.jsonl put together (named where they are)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+from helpers.landing import write
+
+from faultline.analytics.attribution import attribute_failures
+from faultline.analytics.build import compute
+from faultline.analytics.rates import covered_days
+from faultline.classify.ruleset import load_ruleset
+from faultline.ingest.landing import read_inventory
+from faultline.ingest.partition import ingest_partition
+from faultline.ingest.sacct import parse_sacct
+from faultline.schema import EVENTS
+
+CASES = Path(__file__).resolve().parent.parent / "fixtures" / "jobs" / "dev"
+DAY, IB_DAY = "2026-11-24", "2026-09-09"
+HEADER = "JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason\n"
+ROW = "{id}|train|alice|gpu|{nodes}|{n}|cpu=8,gres/gpu={g},node={n}|{day}T01:00:00|{day}T01:00:00|{day}T{end}|{elapsed}|FAILED|1:0|None\n"
+
+
+def case(name: str) -> str:
+    return (CASES / name / "output.log").read_text()
+
+
+def lines(name: str, *numbers: int) -> str:
+    text = case(name).splitlines()
+    return "".join(text[i - 1] + "\n" for i in numbers)
+
+
+# models/corpus/dev.jsonl: stas00/ml-engineering debug/pytorch.md (a desync report) and
+# lmzpai/roboMamba#10 (torchrun reporting a worker killed with SIGKILL)
+DESYNC = (
+    "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=4, "
+    "NumelOut=4, Timeout(ms)=8000) ran for 8097 milliseconds before timing out.\n"
+    " - [0] Timeout at collective: ALLREDUCE, #3\n"
+    " - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+    "     [1] finished collective #2, but didn't join collective #3 (count from 1)\n"
+)
+WORKER_KILLED = (
+    "E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed "
+    "(exitcode: -9) local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python\n"
+)
+WATCHDOG = (
+    "[rank{r}]:[E1124 03:14:30.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=88214, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+    "Timeout(ms)=600000) ran for 600032 milliseconds before timing out.\n"
+)
+XID79 = (
+    "Nov 24 03:14:07 n9 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus.\n"
+)
+
+JOBS = {  # job id -> (nodes, job output)
+    # the socket closes first in the paste; the out-of-memory on localRank 3 is the cause
+    "1": ("n1", case("nccl-1235-narval-socket-closed-after-cuda-oom")),
+    # a device-side assert, then an IB completion error: line order, not "hardware first"
+    "2": (
+        "n1",
+        lines("msswift-8371-device-assert-watchdog-rank11", 1) + lines("nccltests-252-ib-completion-error4", 4),
+    ),
+    # an IB completion error, then the watchdog's desync report: the job, not the network
+    "3": ("n1", lines("ds-2931-inference-2node-ib-error12", 5) + DESYNC),
+    # only the surviving peers' socket errors: the peer went away, the cause is in its own log
+    "4": ("n1", case("nccl-795-aws-remote-error-after-segfault")),
+    # a DataLoader worker killed by a bus error after the shm warnings
+    "5": ("n1", case("bs-tr1-shm-bus-error")),
+    # shm warnings, then torchrun's report of a worker killed: the exhaustion killed it
+    "6": ("n1", lines("bs-tr1-shm-bus-error", 1, 2, 3, 4) + WORKER_KILLED),
+    # the checkpoint write failed inside torch.save: storage, not the program's exception
+    "7": ("n1", case("colossalai-5798-ckpt-write-failed")),
+    # 16 ranks, every one but rank 5 timed out: rank 5 stopped logging
+    "8": ("n[1-2]", "".join(WATCHDOG.format(r=r) for r in range(16) if r != 5)),
+    # ranks 1 and 2 wait in one collective, rank 0 in another
+    "9": ("n1", case("nemo-13562-watchdog-seq-mismatch-wrapped")),
+    # two jobs on one node killed by the same Xid 79
+    "10": ("n9", lines("msswift-8371-device-assert-watchdog-rank11", 1)),
+    "11": ("n9", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def failures(tmp_path_factory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("landing")
+    day = root / "acme" / "c1" / DAY
+    write(
+        root / "inventory.csv", "provider,cluster,rack,node,gpus\n" + "".join(f"acme,c1,r1,n{i},8\n" for i in (1, 2, 9))
+    )
+    rows = []
+    for job_id, (nodes, text) in JOBS.items():
+        n = 2 if "[" in nodes else 1
+        rows.append(ROW.format(id=job_id, nodes=nodes, n=n, g=8 * n, day=DAY, end="03:24:30", elapsed="02:24:30"))
+        if text:
+            write(day / "jobs" / job_id / f"slurm-{job_id}.log", text)
+    write(day / "slurm" / "sacct.txt", HEADER + "".join(rows))
+    write(day / "kernel" / "n9.log", XID79)
+    # a partition of the day nccl-2397's output is stamped with: an IB completion error the job
+    # printed, the link going down on its node 27 s later
+    day2 = root / "acme" / "c1" / IB_DAY
+    row = ROW.format(id="12", nodes="n1", n=1, g=8, day=IB_DAY, end="10:50:00", elapsed="09:50:00")
+    write(day2 / "slurm" / "sacct.txt", HEADER + row)
+    write(day2 / "jobs" / "12" / "slurm-12.log", lines("nccl-2397-shrink-excluded-ranks-exit-ib-retry", 3))
+    write(day2 / "kernel" / "n1.log", "Sep  9 10:47:00 n1 kernel: mlx5_core 0000:5e:00.0 ibp94s0: Link down\n")
+    pts = [ingest_partition(root, "acme", "c1", d) for d in (DAY, IB_DAY)]
+    days = covered_days([("acme", "c1", dt.date.fromisoformat(d)) for d in (DAY, IB_DAY)])
+    tables = [pl.concat([getattr(p, t) for p in pts]) for t in ("events", "jobs", "flight")]
+    t = compute(*tables, read_inventory(root), days)["job_failures"]
+    assert t.select("provider", "cluster", "job_id").n_unique() == t.height
+    return {r["job_id"]: r for r in t.iter_rows(named=True)}
+
+
+def verdict(j: dict) -> tuple:
+    return j["root_cause"], j["decided_by"], j["culprit_node"], j["culprit_rank"]
+
+
+def test_the_first_specific_error_beats_the_cascade_around_it(failures):
+    assert verdict(failures["1"]) == ("user_app", "job:nccl_cuda_failure_app", "ng30903", None)
+    assert failures["1"]["symptoms"] == 3 and failures["1"]["action"] == "fix_application"
+
+
+def test_within_one_output_line_order_decides(failures):
+    assert verdict(failures["2"]) == ("user_app", "job:cuda_device_side_assert", None, 11)
+
+
+def test_a_desync_report_means_the_job_not_the_network(failures):
+    j = failures["3"]
+    assert verdict(j) == ("user_app", "job:pt_desync_not_joined+desync", "n1", 1)
+    assert j["action"] == "fix_application" and len(j["evidence_events"]) == 2
+
+
+def test_transport_errors_after_a_peer_went_away_are_its_symptom(failures):
+    peer = "a100-st-p4d24xlarge-22.luciodelelis-92732890-0458-4f76-8369-c4fee80b23e7.pcluster"
+    assert verdict(failures["4"]) == ("unknown", "job:nccl_socket_error+peer_gone", peer, None)
+
+
+def test_a_worker_killed_by_exhaustion_takes_its_category(failures):
+    assert verdict(failures["5"])[:2] == ("host", "job:python_exception+exhaustion")
+    assert verdict(failures["6"])[:2] == ("host", "job:error_words+exhaustion")
+    assert failures["6"]["action"] == "restart_job"
+
+
+def test_a_failed_checkpoint_write_is_storage(failures):
+    j = failures["7"]
+    assert verdict(j)[:2] == ("storage", "job:python_exception+checkpoint_write")
+    assert j["action"] == "check_storage"
+    assert "PytorchStreamWriter failed writing file data/1: file write failed" in j["evidence"]
+
+
+def test_the_rank_that_stopped_logging_is_the_suspect(failures):
+    assert verdict(failures["8"]) == ("collective_timeout", "pt_watchdog_collective_timeout+missing_rank", "n1", 5)
+
+
+def test_the_rank_in_another_collective_is_the_suspect(failures):
+    assert verdict(failures["9"])[:2] == ("collective_timeout", "pt_watchdog_collective_timeout+odd_collective")
+    assert failures["9"]["culprit_rank"] == 0
+
+
+def test_a_fault_on_the_node_beats_the_hardware_error_the_job_printed_about_it(failures):
+    assert verdict(failures["12"]) == ("network", "node:mlx5_link_down", "n1", None)
+
+
+def test_one_kernel_fault_decides_every_job_it_killed(failures):
+    for job_id in ("10", "11"):
+        assert verdict(failures[job_id])[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n9")
+
+
+def decide(rows: list[tuple[int, str, str, int | None]]) -> dict:
+    """The verdict on job 1 (on n1) whose output events are ``rows``: (line, category, text, rank),
+    categories as a rule might give them."""
+    domains = load_ruleset().taxonomy.domains
+    ev = pl.DataFrame(
+        [
+            {
+                "event_id": f"out:{n}",
+                "source": "out",
+                "line_no": n,
+                "line_count": 1,
+                "provider": "acme",
+                "cluster": "c1",
+                "job_id": "1",
+                "rank": rank,
+                "category": cat,
+                "domain": domains[cat],
+                "severity": "error",
+                "action": "none",
+                "rule_id": f"rule_{n}",
+                "raw": raw,
+                "message": raw,
+            }
+            for n, cat, raw, rank in rows
+        ],
+        schema=EVENTS,
+    )
+    row = ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY, end="03:24:30", elapsed="02:24:30")
+    jobs = parse_sacct(HEADER + row).jobs.with_columns(provider=pl.lit("acme"), cluster=pl.lit("c1"))
+    return attribute_failures(jobs, ev, None, domains).row(0, named=True)
+
+
+def text(name: str, n: int) -> str:
+    return lines(name, n).rstrip("\n")
+
+
+def test_a_cuda_error_the_watchdog_reraises_takes_the_cuda_errors_category():
+    """Were a rule to call the watchdog's termination message a timeout, the CUDA error it
+    re-raises (tests/fixtures/jobs/dev/msswift-8371-...) still decides."""
+    j = decide([(1, "collective_timeout", text("msswift-8371-device-assert-watchdog-rank11", 1), 11)])
+    assert verdict(j) == ("user_app", "job:rule_1+watchdog_reraise", None, 11)
+    assert j["action"] == "fix_application"
+
+
+def test_the_proxys_socket_errors_are_a_peers_death_whatever_a_rule_calls_them():
+    """NCCL's proxy failing to receive, or to run an operation with ncclRemoteError (retcode 6),
+    reports a peer gone: network by a rule's name, a symptom in the cascade."""
+    oom = "nccl-1235-narval-socket-closed-after-cuda-oom"
+    j = decide([(4, "network", text(oom, 4), None), (14, "user_app", text(oom, 14), None)])
+    assert verdict(j)[:2] == ("user_app", "job:rule_14")
+    gone = "nccl-795-aws-remote-error-after-segfault"
+    j = decide([(7, "network", text(gone, 7), None)])
+    assert verdict(j)[:2] == ("unknown", "job:rule_7+peer_gone")

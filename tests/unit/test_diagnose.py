@@ -1,0 +1,144 @@
+"""``faultline diagnose`` on real failed jobs' output (tests/fixtures/jobs/dev/): the verdict, its
+three formats, stdin and compression, kernel logs and sacct, and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+from helpers.hostile import ANSI, BIDI, SCRIPT
+
+from faultline.cli import main
+
+CASES = Path(__file__).resolve().parent.parent / "fixtures" / "jobs" / "dev"
+KOHYA = CASES / "kohya-1434-ecc-2xh100-watchdog" / "output.log"
+# real-format lines as the rest of the suite uses them (tests/unit/test_analytics.py)
+XID79 = (
+    "Nov 24 03:14:07 n9 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus.\n"
+)
+SACCT = (
+    "JobID|JobName|User|Partition|NodeList|NNodes|AllocTRES|Submit|Start|End|Elapsed|State|ExitCode|Reason\n"
+    "4242|train|alice|gpu|n[8-9]|2|cpu=16,gres/gpu=16,node=2|2026-11-24T01:00:00|2026-11-24T01:00:00|"
+    "2026-11-24T03:15:00|02:15:00|FAILED|1:0|None\n"
+)
+
+
+def run(*args: str, stdin: bytes | None = None):
+    return CliRunner().invoke(main, ["diagnose", *args], input=stdin, catch_exceptions=False)
+
+
+def as_json(*args: str, stdin: bytes | None = None) -> dict:
+    res = run(*args, "--format", "json", stdin=stdin)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_text_names_the_verdict_the_deciding_line_and_what_to_do():
+    res = run(str(KOHYA))
+    assert res.exit_code == 0
+    out = res.stdout
+    assert "verdict     gpu_memory (hardware), confidence 0.85" in out
+    assert "culprit     rank 1" in out
+    assert f"evidence    {KOHYA}:3  [gpu_memory]  RuntimeError: CUDA error: uncorrectable ECC error encountered" in out
+    assert "symptoms    1 other error line(s)" in out
+    assert "reset the GPU" in out and "decided by  job:cuda_ecc_uncorrectable" in out
+
+
+def test_json_is_one_object_with_the_verdict_and_its_evidence():
+    d = as_json(str(CASES / "nccl-1235-narval-socket-closed-after-cuda-oom" / "output.log"))
+    keys = "root_cause domain culprit_node culprit_rank culprit_gpu confidence action decided_by evidence symptoms"
+    assert set(keys.split()) <= set(d)
+    assert (d["root_cause"], d["culprit_node"], d["culprit_rank"], d["action"]) == (
+        "user_app",
+        "ng30903",
+        None,
+        "fix_application",
+    )
+    [e] = d["evidence"]
+    assert (e["line_no"], e["category"]) == (14, "user_app")
+    assert e["text"] == "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'"
+    assert d["symptoms"] == 3 and d["job"]["job_id"] == "job"
+
+
+@pytest.mark.parametrize("pack", [lambda b: b, gzip.compress, zstandard.ZstdCompressor().compress])
+def test_stdin_plain_gzip_and_zstd(pack):
+    d = as_json("-", stdin=pack(KOHYA.read_bytes()))
+    assert (d["root_cause"], d["culprit_rank"], d["evidence"][0]["source"]) == ("gpu_memory", 1, "-")
+
+
+def test_compressed_files_and_slurm_names(tmp_path):
+    gz = tmp_path / "slurm-77_3.out.gz"
+    gz.write_bytes(gzip.compress(KOHYA.read_bytes()))
+    d = as_json(str(gz))
+    assert (d["root_cause"], d["job"]["job_id"]) == ("gpu_memory", "77_3")
+
+
+def test_a_kernel_fault_on_the_node_beats_the_cuda_error_it_caused(tmp_path):
+    kernel = tmp_path / "dmesg.txt"
+    kernel.write_text(XID79)
+    d = as_json(str(KOHYA), "--kernel", str(kernel), "--node", "n9")
+    assert (d["root_cause"], d["culprit_node"], d["culprit_gpu"], d["decided_by"]) == (
+        "gpu_bus_lost",
+        "n9",
+        "0000:3b:00",
+        "node:nvrm_xid",
+    )
+    assert d["evidence"][0] == {
+        "source": str(kernel),
+        "line_no": 1,
+        "text": XID79.rstrip("\n"),
+        "category": "gpu_bus_lost",
+    }
+    assert any("scontrol update nodename=n9 state=drain" in s for s in d["next_steps"])
+
+
+def test_sacct_gives_the_job_its_nodes_and_end(tmp_path):
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    (tmp_path / "n9.log").write_text(XID79)
+    d = as_json(str(KOHYA), "--kernel", str(tmp_path / "n9.log"), "--sacct", str(tmp_path / "sacct.txt"))
+    assert (d["job"]["job_id"], d["job"]["nodes"], d["job"]["ended"]) == ("4242", ["n8", "n9"], "2026-11-24T03:15:00Z")
+    assert (d["root_cause"], d["culprit_node"]) == ("gpu_bus_lost", "n9")
+    # the ECC error names rank 1: on n8, the first node of the allocation, when nothing else speaks
+    assert as_json(str(KOHYA), "--sacct", str(tmp_path / "sacct.txt"))["culprit_node"] == "n8"
+    (tmp_path / "dmesg.txt").write_text(XID79)
+    d = as_json(str(KOHYA), "--kernel", str(tmp_path / "dmesg.txt"), "--sacct", str(tmp_path / "sacct.txt"))
+    assert d["root_cause"] == "gpu_memory" and "node dmesg is not one of the job's nodes" in d["notes"][0]
+
+
+def test_unreadable_input_is_one_line_and_exit_2(tmp_path):
+    for args, msg in (
+        ([str(tmp_path / "nope.log")], "no such file"),
+        ([str(tmp_path)], "is a directory"),
+        ([str(KOHYA), "--sacct", str(tmp_path / "none.txt")], "no such file"),
+    ):
+        res = run(*args)
+        assert res.exit_code == 2 and res.stdout == ""
+        assert res.stderr.count("\n") == 1 and msg in res.stderr and "Traceback" not in res.stderr
+    (tmp_path / "empty.txt").write_text("")
+    res = run(str(KOHYA), "--sacct", str(tmp_path / "empty.txt"))
+    assert res.exit_code == 2 and "no job rows" in res.stderr
+
+
+def test_odd_input_still_gets_a_verdict(tmp_path):
+    (tmp_path / "empty.log").write_bytes(b"")
+    (tmp_path / "binary.log").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "long.log").write_bytes(b"x" * (10 << 20) + b"\n" + KOHYA.read_bytes())
+    assert as_json(str(tmp_path / "empty.log"))["root_cause"] == "unknown"
+    d = as_json(str(tmp_path / "binary.log"))
+    assert d["root_cause"] == "unknown" and any("could not be read" in n for n in d["notes"])
+    d = as_json(str(tmp_path / "long.log"))
+    assert d["root_cause"] == "gpu_memory" and d["evidence"][0]["line_no"] == 4
+    assert any("1 line(s) could not be read" in n for n in d["notes"])
+
+
+def test_log_text_cannot_reach_the_terminal_or_the_ticket_as_markup(tmp_path):
+    log = tmp_path / "out.log"
+    log.write_text(f"RuntimeError: CUDA error: uncorrectable ECC error encountered {SCRIPT}{ANSI}red{BIDI}\n")
+    text = run(str(log)).stdout
+    assert ANSI not in text and BIDI not in text and "[U+202E]" in text
+    md = run(str(log), "--format", "md").stdout
+    assert SCRIPT not in md and "&lt;script&gt;" in md and ANSI not in md
