@@ -23,18 +23,26 @@ import numpy as np
 import polars as pl
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
-from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
+from ..classify.ruleset import GROUP_NAMES, JOB_FAMILIES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, conform
 from . import literal_scan, reader
-from .prefix import derive_timestamps, split_prefix
+from .prefix import derive_timestamps, job_label_prefix, split_prefix
 
-# Job output: lines that continue the message above them (traceback bodies, C++ frames,
-# the torchrun failure table).
-JOB_CONT_RE = (
-    r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception raised from|[=-]{10,}"
+# Job output: messages (prefix stripped) that continue the message above them (traceback
+# bodies, C++ frames, the torchrun failure table), and the exception line that ends a traceback.
+JOB_CONT_MSG_RE = (
+    r"^(?:[ \t]+\S|(?:\[\d{3,7}\] )?frame #\d+|Exception raised from|[=-]{10,}"
     r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)"
 )
-EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+EXC_LINE_RE = r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# NCCL's own header ("host:pid:tid [cudaDev] NCCL INFO"), and the "[Rank N]" / "[PG 1 Rank N]"
+# that PyTorch, DeepSpeed and Megatron put in front of a message: the node and rank a job line
+# names when no rule or launcher label does.
+NCCL_HOST_RE = r"^([\w.-]+):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
+MSG_RANK_RE = r"\[(?:PG (?:ID )?\d+ (?:PG GUID \d+(?:\(\w+\))? |\(\w+\) )?)?Rank (\d+)\]"
+# The same continuations on raw lines, behind any launcher label and the job loggers' prefixes:
+# which lines of a job log are read at all (a superset of those JOB_CONT_MSG_RE names).
+JOB_CONT_RE = "^" + job_label_prefix() + JOB_CONT_MSG_RE[1:]
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
 # those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate runs ~3 GB/s
@@ -615,9 +623,37 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     return out
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+def _split_prefixes(c: pl.DataFrame) -> pl.DataFrame:
+    """The prefix fields of every line: job output's with its launcher labels read first."""
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
-    c = c.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw").str.strip_chars_start("\x00"))).unnest("p")
+    raw = pl.col("raw").str.strip_chars_start("\x00")
+    job = pl.col("_kind") == "job"
+    parts = [
+        part.with_columns(p=split_prefix(raw, job=flag)).unnest("p")
+        for flag, part in ((True, c.filter(job)), (False, c.filter(~job)))
+        if part.height or (not flag and not c.height)
+    ]
+    return pl.concat(parts).sort("_file", "line_no") if len(parts) > 1 else parts[0]
+
+
+def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
+    """Job output: a run of benign traceback lines with nothing above to continue (the tail of
+    another rank's traceback, printed first) joins the event on the very next line."""
+    g = c.group_by("_grp", maintain_order=True).agg(
+        orphan=(pl.col("_kind").first() == "job") & pl.col("_jc").first() & (pl.col("category") == "benign").all(),
+        _f=pl.col("_file").first(),
+        first=pl.col("line_no").min(),
+        last=pl.col("line_no").max(),
+    )
+    adopt = (
+        pl.col("orphan") & (pl.col("_f").shift(-1) == pl.col("_f")) & (pl.col("first").shift(-1) == pl.col("last") + 1)
+    ).fill_null(False)
+    g = g.select("_grp", _to=pl.when(~adopt).then(pl.col("_grp")).fill_null(strategy="backward"))
+    return c.join(g, on="_grp", how="left", maintain_order="left").with_columns(_grp=pl.col("_to")).drop("_to")
+
+
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
+    c = _split_prefixes(c.sort("_file", "line_no"))
     c = derive_timestamps(c, boots_by_file=boots or None)
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs)
@@ -638,21 +674,38 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     is_job = pl.col("_kind") == "job"
     same_file = pl.col("_file") == pl.col("_file").shift(1)
     gap = pl.when(is_job).then(1).otherwise(KERNEL_JOIN_GAP)
-    c = c.with_columns(_jc=is_job & pl.col("raw").str.contains(JOB_CONT_RE))
-    exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("raw").str.contains(EXC_LINE_RE)
+    c = c.with_columns(_jc=is_job & pl.col("msg").str.contains(JOB_CONT_MSG_RE))
+    exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("msg").str.contains(EXC_LINE_RE)
     # a rule continuation joins the line above only within its own family (an OOM report
-    # line right after an SXid block is a new event)
-    same_family = pl.col("family") == pl.col("family").shift(1)
-    joined = (
-        same_file
-        & ((pl.col("continues") & same_family) | pl.col("_jc") | exc_after)
-        & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
-    ).fill_null(False)
-    c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
+    # line right after an SXid block is a new event); in job output, any error line above it (a
+    # CUDA error's advice under a PyTorch line, "Last error:" under a DistBackendError)
+    same_family = (pl.col("family") == pl.col("family").shift(1)).fill_null(False)
+    error_above = (pl.col("category").shift(1) != "benign").fill_null(False)
+    near = (same_file & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)).fill_null(False)
+    by_rule = pl.col("continues") & (same_family | (is_job & (error_above | pl.col("_jc").shift(1).fill_null(False))))
+    indented = pl.col("_jc") & pl.col("msg").str.contains(r"^[ \t]")
+    c = c.with_columns(_grp=(~(near & (by_rule | pl.col("_jc") | exc_after))).cast(pl.Int64).cum_sum())
+    # a merely indented line continues only an event that an error opened or a traceback body
+    # (frames) makes up, not a block of indented output (nvidia-smi -q) around one matching line
+    opens = (pl.col("family").is_in(JOB_FAMILIES) | (pl.col("category") != "benign")).fill_null(False)
+    frames = (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False)
+    body = opens.first().over("_grp") | frames.any().over("_grp")
+    joined = near & (by_rule | (pl.col("_jc") & ~indented) | (indented & body) | exc_after)
+    c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _continues=pl.col("continues"))
+    c = _adopt_orphans(c)
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
+    job = pl.col("_kind") == "job"
     node_from_line = pl.coalesce(
-        pl.col("node"), pl.col("pdsh"), pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424")
+        pl.col("node"),
+        pl.when(job).then(pl.col("msg").str.extract(NCCL_HOST_RE, 1)),
+        pl.when(job).then(pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1)),
+        pl.col("pdsh"),
+        pl.col("job_host"),
+        pl.col("ray_ip"),
+        pl.col("host_iso"),
+        pl.col("host_bsd"),
+        pl.col("host5424"),
     )
     node = (
         pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
@@ -661,11 +714,18 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     )
     c = c.with_columns(
         node=node,
+        # a launcher's rank label is the global rank; "[Rank N]" in a message may be a subgroup's
         rank=pl.coalesce(
+            *[
+                pl.col(f).cast(pl.Int32, strict=False)
+                for f in ("job_rank", "mpi_rank", "ray_rank", "ray_tp", "sgl_tp", "srun_task")
+            ],
             pl.col("rank"),
             pl.col("rank_label").cast(pl.Int32, strict=False),
             pl.col("srun_label").cast(pl.Int32, strict=False),
+            pl.when(job).then(pl.col("msg").str.extract(MSG_RANK_RE, 1).cast(pl.Int32, strict=False)),
         ),
+        local_rank=pl.coalesce(pl.col("local_rank"), pl.col("tx_local_rank")).cast(pl.Int32, strict=False),
         job_id=pl.coalesce(pl.col("_job_ctx"), pl.col("job_id")),
         family=pl.coalesce(pl.col("family"), pl.col("_family_default")),
     )
@@ -685,6 +745,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         "gpu_serial",
         "job_id",
         "rank",
+        "local_rank",
         "family",
         "xid",
         "sxid",
@@ -694,6 +755,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         "action",
         "rule_id",
         "keep",
+        "_continues",
         "_rank",
         "_grp",
         "_long",
@@ -751,12 +813,16 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
         template=mask_template(pl.col("message").str.split("\n").list.first()),
     ).drop("keep", "_source", "_provider", "_cluster")
-    # per physical line, the joined event's verdict (continuations carry it too)
+    # per physical line, the joined event's verdict: continuations carry it, a line that opens
+    # an event with a cause of its own (a watchdog timeout above a desync report) keeps its own
     cols = ("category", "severity", "action", "family")
     verdict = ev.select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
+    own = ~pl.col("category").is_in(["benign", "unknown"]) & ~pl.col("_continues")
     lines = (
         lines.join(verdict, on="_grp", how="left", maintain_order="left")
-        .with_columns([pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols])
+        .with_columns(
+            [pl.when(own).then(pl.col(x)).otherwise(pl.coalesce(pl.col(f"_e_{x}"), pl.col(x))).alias(x) for x in cols]
+        )
         .drop([f"_e_{x}" for x in cols])
     )
     return ev, lines

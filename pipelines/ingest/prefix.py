@@ -1,20 +1,67 @@
 """Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars.
 
 Every kernel-log prefix of the format notes is one alternative of ``PREFIX_RE``; job-log
-prefixes (rank labels, glog, Python logging, torchrun) are alternatives too. Timestamps are
-turned into UTC by ``derive_timestamps`` and always say how they were derived
-(``ts_source``): nothing is parsed by guessing.
+prefixes (glog, Python logging, torchrun, vLLM, NeMo, ...) are alternatives too. In job output
+the launcher labels in front of those (``JOB_LABELS``: pdsh host, srun task, mpirun, Ray,
+torchrun ranks) are read first. Timestamps are turned into UTC by ``derive_timestamps`` and
+always say how they were derived (``ts_source``): nothing is parsed by guessing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _MON = r"[^\W\d_]{3,4}\.?"  # Nov, Dez, déc., Mär (localized syslog)
 _TAG = r"[A-Za-z0-9_.@/-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:
+_ANSI = r"(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)"  # a terminal colour code, raw or as pasted (^[[1;36m)
+_STAMP_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_STAMP_N = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+# tqdm's bar ("desc:  19%|###   | 3237/16700 [3:34:12<38:35:22, 10.32s/it]"), when the next
+# log line is glued to it without a newline
+_TQDM = r"(?:[^|]{0,80}?:)?\s*\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]"
+
+# Launcher labels in front of a job-output line, outermost first: (what writes it, regex).
+# Each is optional; their named groups say the node, rank and local rank the label gives.
+JOB_LABELS = (
+    # pdsh / clush / DeepSpeed's multi-node launcher: "worker-5: " (a host name holds a digit,
+    # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
+    ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*):\s)?"),
+    # a log collector's stamp
+    ("collector stamp", rf"(?:(?P<lead_z>{_STAMP_Z})\s+|(?P<lead_n>{_STAMP_N})\s+)?"),
+    ("srun -l task id", r"(?:(?P<srun_task>\d{1,5}):\s)?"),
+    ("mpirun --tag-output", r"(?:\[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
+    (
+        "Ray / vLLM worker",
+        rf"(?:{_ANSI}?\((?:raylet|[A-Za-z]\w*(?: TP(?P<ray_tp>\d+)| rank=(?P<ray_rank>\d+))?"
+        rf" pid=\d+(?:, ip=(?P<ray_ip>\d{{1,3}}(?:\.\d{{1,3}}){{3}}))?)\){_ANSI}?\s?)?",
+    ),
+    ("torchx / NeMo-Run replica", r"(?:[A-Za-z][\w.-]{2,}/\d{1,4}\s(?:\[(?P<tx_local_rank>\d+)\]:)?)?"),
+    # "[default3]:" (role and local rank), then PyTorch's own "[rank12]:" (sometimes twice); a
+    # paste's "[1830] " line number may stand in front of either
+    ("torchrun --tee local rank", r"(?:(?:\[\d{3,7}\]\s)?\[default(?P<local_rank>\d+)\]:)?"),
+    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?P<job_rank>\d+)\]:(?:\[rank\d+\]:)?\s?)?"),
+    ("tqdm bar", rf"(?:{_TQDM})?"),
+)
+JOB_LABEL_RE = "^" + "".join(rx for _name, rx in JOB_LABELS) + r"(?P<rest>.*)$"
+#: the fields ``JOB_LABEL_RE`` adds to ``split_prefix``'s struct (null on other lines)
+JOB_FIELDS = (
+    "stepd",
+    "job_host",
+    "lead_z",
+    "lead_n",
+    "srun_task",
+    "mpi_rank",
+    "ray_tp",
+    "ray_rank",
+    "ray_ip",
+    "tx_local_rank",
+    "local_rank",
+    "job_rank",
+)
 
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.
@@ -43,10 +90,26 @@ _ALTS = [
     r"\[(?P<slurm>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]\s",
     # fabric manager: [Nov 24 2026 03:14:07]
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
+    # job loggers with a stamp in brackets, before plain Python logging below takes the stamp:
+    # SGLang [2025-01-29 08:52:44 TP5], Ray's C++ [2024-04-16 00:03:25,080 E 7046 7269] logging.cc:361:,
+    # NeMo [NeMo W 2025-03-07 22:34:10 rerun_state_machine:1088], Hugging Face
+    # [INFO|trainer.py:2926] 2023-10-19 09:48:54,123 >>, torchtitan [titan] 2026-05-18 16:05:50,641 - root - INFO -,
+    # Taskcluster [task 2025-07-01T05:06:30.004+00:00] [train]
+    r"\[(?P<sgl>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) TP(?P<sgl_tp>\d+)(?: [A-Z]{2}\d+)*\]\s",
+    r"\[(?P<raycc>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) [IWEF] \d+ \d+\] [\w.-]+:\d+:\s?",
+    r"\[NeMo [DIWEC] (?P<nemo>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) [\w.-]+:\d+\]\s?",
+    r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w./-]+:\d+\] (?P<hf>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) >> ",
+    r"\[titan\] (?P<titan>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
+    rf"\[task (?P<tc>{_STAMP_Z})\] (?:\[[\w-]+\] )?",
     # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
     r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
-    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
-    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./-]+:\d+\]\s?",
+    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
+    # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
+    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
+    # PyTorch's C++ log lines without a time: [W Utils.hpp:108], [E ProcessGroupNCCL.cpp:414]
+    r"\[(?P<glog_nt>[IWEF]) [\w./\\:-]+:\d+\]\s?",
+    # vLLM: ERROR 09-05 21:05:38 [multiproc_executor.py:596] or INFO 10-14 12:32:47 file.py:233]
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vllm>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w./-]+:\d+\]\s?",
 ]
 PREFIX_RE = (
     _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
@@ -91,9 +154,32 @@ MONTHS = {
 TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time", "inherited", "none")
 
 
-def split_prefix(raw: pl.Expr) -> pl.Expr:
-    """Struct of the prefix fields and the message of each line."""
-    return raw.str.extract_groups(PREFIX_RE)
+def job_label_prefix() -> str:
+    """``JOB_LABELS`` and the job loggers' prefixes as one optional, non-capturing regex: what
+    may stand in front of a job-output message on its raw line."""
+    loggers = [a for a in _ALTS if re.search(r"\?P<(?:glog|glog_nt|vllm|nemo|pylog|raycc|sgl|hf|titan)>", a)]
+    body = "".join(rx for _name, rx in JOB_LABELS) + "(?:" + "|".join(loggers) + ")?"
+    return re.sub(r"\(\?P<\w+>", "(?:", body)
+
+
+PREFIX_FIELDS = tuple(re.findall(r"\(\?P<(\w+)>", PREFIX_RE))
+
+
+def split_prefix(raw: pl.Expr, job: bool = False) -> pl.Expr:
+    """Struct of the prefix fields and the message of each line (``PREFIX_FIELDS`` then
+    ``JOB_FIELDS``); ``job``: the lines are job output, whose launcher labels are read first."""
+    if not job:
+        p = raw.str.extract_groups(PREFIX_RE)
+        return pl.struct(
+            [p.struct.field(f) for f in PREFIX_FIELDS] + [pl.lit(None, pl.String).alias(f) for f in JOB_FIELDS]
+        )
+    lab = raw.str.extract_groups(JOB_LABEL_RE)
+    p = lab.struct.field("rest").str.extract_groups(PREFIX_RE)
+    msg = pl.concat_str([lab.struct.field("stepd").fill_null(""), p.struct.field("msg")])
+    return pl.struct(
+        [(msg.alias(f) if f == "msg" else p.struct.field(f)) for f in PREFIX_FIELDS]
+        + [lab.struct.field(f) for f in JOB_FIELDS]
+    )
 
 
 def _month_expr(name: pl.Expr) -> pl.Expr:
@@ -140,7 +226,7 @@ def derive_timestamps(
     if "_file" not in p.columns:
         p = p.with_columns(_file=pl.lit(0, pl.Int32))
     ref = c("_ref_date")
-    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"))
+    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"), c("lead_z"), c("tc"))
     zoned = (
         zoned.str.replace(",", ".", literal=True)
         .str.replace(r"Z$", "+00:00")
@@ -149,7 +235,9 @@ def derive_timestamps(
     abs_ts = zoned.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
     naive_txt = pl.coalesce(
         c("slurm").str.replace("T", " ", literal=True),
-        c("pylog").str.replace(",", ".", literal=True),
+        pl.coalesce(c("pylog"), c("lead_n"), c("sgl"), c("raycc"), c("nemo"), c("hf"), c("titan"))
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
     ctime_ts = (
@@ -162,9 +250,14 @@ def derive_timestamps(
     bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
     bsd_m = _month_expr(bsd_parts.struct.field("m"))
     bsd_ts = _from_parts(_year_for(bsd_m, ref), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
-    glog_m = c("glog").str.slice(0, 2).cast(pl.Int32, strict=False)
+    glog = c("glog").str.extract_groups(r"^(?P<m>\d{1,2})(?P<d>\d\d) (?P<t>\S+)$")
+    glog_m = glog.struct.field("m").cast(pl.Int32, strict=False)
     glog_ts = _from_parts(
-        _year_for(glog_m, ref), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False), c("glog").str.slice(5)
+        _year_for(glog_m, ref), glog_m, glog.struct.field("d").cast(pl.Int32, strict=False), glog.struct.field("t")
+    )
+    vllm_m = c("vllm").str.slice(0, 2).cast(pl.Int32, strict=False)
+    vllm_ts = _from_parts(
+        _year_for(vllm_m, ref), vllm_m, c("vllm").str.slice(3, 2).cast(pl.Int32, strict=False), c("vllm").str.slice(6)
     )
     h_m = _month_expr(c("hmon"))
     h_ts = _from_parts(_year_for(h_m, ref), h_m, c("hday"), pl.format("{}:00", c("htime")))
@@ -176,7 +269,7 @@ def derive_timestamps(
     p = p.with_columns(
         _abs=_sane(abs_ts),
         _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
-        _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, h_ts)),
+        _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, vllm_ts, h_ts)),
         _mono=mono,
     )
     p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
