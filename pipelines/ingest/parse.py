@@ -640,7 +640,10 @@ def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
     """Job output: a run of benign traceback lines with nothing above to continue (the tail of
     another rank's traceback, printed first) joins the event on the very next line."""
     g = c.group_by("_grp", maintain_order=True).agg(
-        orphan=(pl.col("_kind").first() == "job") & pl.col("_jc").first() & (pl.col("category") == "benign").all(),
+        orphan=(pl.col("_kind").first() == "job")
+        & pl.col("_jc").first()
+        & (pl.col("category") == "benign").all()
+        & (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False).any(),
         _f=pl.col("_file").first(),
         first=pl.col("line_no").min(),
         last=pl.col("line_no").max(),
