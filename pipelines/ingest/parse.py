@@ -26,7 +26,7 @@ from ..classify.engine import classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, JOB_FAMILIES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, conform
 from . import literal_scan, reader
-from .prefix import derive_timestamps, job_label_prefix, split_prefix
+from .prefix import derive_timestamps, job_label_prefix, split_prefix, with_job_fields
 
 # Job output: messages (prefix stripped) that continue the message above them (traceback
 # bodies, C++ frames, the torchrun failure table), and the exception line that ends a traceback.
@@ -633,7 +633,8 @@ def _split_prefixes(c: pl.DataFrame) -> pl.DataFrame:
         for flag, part in ((True, c.filter(job)), (False, c.filter(~job)))
         if part.height or (not flag and not c.height)
     ]
-    return pl.concat(parts).sort("_file", "line_no") if len(parts) > 1 else parts[0]
+    parts = [with_job_fields(part) for part in parts]
+    return pl.concat(parts, how="diagonal").sort("_file", "line_no") if len(parts) > 1 else parts[0]
 
 
 def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
@@ -675,34 +676,43 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
     c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
 
     is_job = pl.col("_kind") == "job"
+    any_job = bool((c["_kind"] == "job").any())
     same_file = pl.col("_file") == pl.col("_file").shift(1)
     gap = pl.when(is_job).then(1).otherwise(KERNEL_JOIN_GAP)
-    c = c.with_columns(_jc=is_job & pl.col("msg").str.contains(JOB_CONT_MSG_RE))
-    exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("msg").str.contains(EXC_LINE_RE)
+    near = (same_file & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)).fill_null(False)
     # a rule continuation joins the line above only within its own family (an OOM report
     # line right after an SXid block is a new event); in job output, any error line above it (a
     # CUDA error's advice under a PyTorch line, "Last error:" under a DistBackendError)
     same_family = (pl.col("family") == pl.col("family").shift(1)).fill_null(False)
-    error_above = (pl.col("category").shift(1) != "benign").fill_null(False)
-    near = (same_file & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)).fill_null(False)
-    by_rule = pl.col("continues") & (same_family | (is_job & (error_above | pl.col("_jc").shift(1).fill_null(False))))
-    indented = pl.col("_jc") & pl.col("msg").str.contains(r"^[ \t]")
-    c = c.with_columns(_grp=(~(near & (by_rule | pl.col("_jc") | exc_after))).cast(pl.Int64).cum_sum())
-    # a merely indented line continues only an event that an error opened or a traceback body
-    # (frames) makes up, not a block of indented output (nvidia-smi -q) around one matching line
-    opens = (pl.col("family").is_in(JOB_FAMILIES) | (pl.col("category") != "benign")).fill_null(False)
-    frames = (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False)
-    body = opens.first().over("_grp") | frames.any().over("_grp")
-    joined = near & (by_rule | (pl.col("_jc") & ~indented) | (indented & body) | exc_after)
-    c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _continues=pl.col("continues"))
-    c = _adopt_orphans(c)
+    if any_job:
+        c = c.with_columns(_jc=is_job & pl.col("msg").str.contains(JOB_CONT_MSG_RE))
+        exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("msg").str.contains(EXC_LINE_RE)
+        error_above = (pl.col("category").shift(1) != "benign").fill_null(False)
+        jc_above = pl.col("_jc").shift(1).fill_null(False)
+        by_rule = pl.col("continues") & (same_family | (is_job & (error_above | jc_above)))
+        indented = pl.col("_jc") & pl.col("msg").str.contains(r"^[ \t]")
+        c = c.with_columns(_grp=(~(near & (by_rule | pl.col("_jc") | exc_after))).cast(pl.Int64).cum_sum())
+        # a merely indented line continues only an event that an error opened or a traceback
+        # body (frames) makes up, not a block of indented output (nvidia-smi -q) around one match
+        opens = (pl.col("family").is_in(JOB_FAMILIES) | (pl.col("category") != "benign")).fill_null(False)
+        frames = (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False)
+        body = opens.first().over("_grp") | frames.any().over("_grp")
+        joined = near & (by_rule | (pl.col("_jc") & ~indented) | (indented & body) | exc_after)
+        c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _continues=pl.col("continues"))
+        c = _adopt_orphans(c)
+    else:
+        joined = near & pl.col("continues") & same_family
+        c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _continues=pl.col("continues"))
     c = c.with_columns(_rank=evidence_rank(pl.col("category"), pl.col("rule_idx")))
 
-    job = pl.col("_kind") == "job"
+    # job output: the NCCL header's host, slurmstepd's node, a "[Rank N]" in the message
+    job_node = [pl.col("msg").str.extract(NCCL_HOST_RE, 1), pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1)]
+    job_rank = [pl.col("msg").str.extract(MSG_RANK_RE, 1).cast(pl.Int32, strict=False)]
+    if not any_job:
+        job_node, job_rank = [], []
     node_from_line = pl.coalesce(
         pl.col("node"),
-        pl.when(job).then(pl.col("msg").str.extract(NCCL_HOST_RE, 1)),
-        pl.when(job).then(pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1)),
+        *[pl.when(is_job).then(x) for x in job_node],
         pl.col("pdsh"),
         pl.col("job_host"),
         pl.col("ray_ip"),
@@ -726,7 +736,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts):
             pl.col("rank"),
             pl.col("rank_label").cast(pl.Int32, strict=False),
             pl.col("srun_label").cast(pl.Int32, strict=False),
-            pl.when(job).then(pl.col("msg").str.extract(MSG_RANK_RE, 1).cast(pl.Int32, strict=False)),
+            *[pl.when(is_job).then(x) for x in job_rank],
         ),
         local_rank=pl.coalesce(pl.col("local_rank"), pl.col("tx_local_rank")).cast(pl.Int32, strict=False),
         job_id=pl.coalesce(pl.col("_job_ctx"), pl.col("job_id")),

@@ -90,6 +90,15 @@ _ALTS = [
     r"\[(?P<slurm>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\]\s",
     # fabric manager: [Nov 24 2026 03:14:07]
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
+    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
+    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
+    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
+    # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
+    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
+]
+# Job output's own loggers, read in job output only (before plain Python logging, which would
+# take their stamps, except the last two)
+_JOB_ALTS_FIRST = [
     # job loggers with a stamp in brackets, before plain Python logging below takes the stamp:
     # SGLang [2025-01-29 08:52:44 TP5], Ray's C++ [2024-04-16 00:03:25,080 E 7046 7269] logging.cc:361:,
     # NeMo [NeMo W 2025-03-07 22:34:10 rerun_state_machine:1088], Hugging Face
@@ -101,19 +110,30 @@ _ALTS = [
     r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w./-]+:\d+\] (?P<hf>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) >> ",
     r"\[titan\] (?P<titan>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
     rf"\[task (?P<tc>{_STAMP_Z})\] (?:\[[\w-]+\] )?",
-    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
-    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
-    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
-    # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
-    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
+]
+_JOB_ALTS_LAST = [
     # PyTorch's C++ log lines without a time: [W Utils.hpp:108], [E ProcessGroupNCCL.cpp:414]
     r"\[(?P<glog_nt>[IWEF]) [\w./\\:-]+:\d+\]\s?",
     # vLLM: ERROR 09-05 21:05:38 [multiproc_executor.py:596] or INFO 10-14 12:32:47 file.py:233]
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vllm>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w./-]+:\d+\]\s?",
 ]
-PREFIX_RE = (
-    _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
-)
+
+
+def _prefix_re(alts: list[str]) -> str:
+    return (
+        _LABEL
+        + "(?:"
+        + _PASTED
+        + "(?:"
+        + "|".join(alts)
+        + r"))?"
+        + r"(?:\[\s*(?P<inner_mono>\d+\.\d+)\]\s?)?(?P<msg>.*)$"
+    )
+
+
+_PYLOG = next(i for i, a in enumerate(_ALTS) if "(?P<pylog>" in a)
+PREFIX_RE = _prefix_re(_ALTS)
+JOB_PREFIX_RE = _prefix_re(_ALTS[:_PYLOG] + _JOB_ALTS_FIRST + _ALTS[_PYLOG:] + _JOB_ALTS_LAST)
 
 MONTHS = {
     # English, German, French, Spanish, Italian, Dutch abbreviations seen in localized syslog
@@ -157,27 +177,28 @@ TS_SOURCES = ("absolute", "naive_utc", "yearless", "boot_offset", "no_boot_time"
 def job_label_prefix() -> str:
     """``JOB_LABELS`` and the job loggers' prefixes as one optional, non-capturing regex: what
     may stand in front of a job-output message on its raw line."""
-    loggers = [a for a in _ALTS if re.search(r"\?P<(?:glog|glog_nt|vllm|nemo|pylog|raycc|sgl|hf|titan)>", a)]
+    alts = _ALTS + _JOB_ALTS_FIRST + _JOB_ALTS_LAST
+    loggers = [a for a in alts if re.search(r"\?P<(?:glog|glog_nt|vllm|nemo|pylog|raycc|sgl|hf|titan)>", a)]
     body = "".join(rx for _name, rx in JOB_LABELS) + "(?:" + "|".join(loggers) + ")?"
     return re.sub(r"\(\?P<\w+>", "(?:", body)
 
 
 PREFIX_FIELDS = tuple(re.findall(r"\(\?P<(\w+)>", PREFIX_RE))
+JOB_PREFIX_FIELDS = tuple(re.findall(r"\(\?P<(\w+)>", JOB_PREFIX_RE))
+#: every field job output adds to the other lines' prefix fields: labels and job loggers
+JOB_ONLY_FIELDS = JOB_FIELDS + tuple(f for f in JOB_PREFIX_FIELDS if f not in PREFIX_FIELDS)
 
 
 def split_prefix(raw: pl.Expr, job: bool = False) -> pl.Expr:
-    """Struct of the prefix fields and the message of each line (``PREFIX_FIELDS`` then
-    ``JOB_FIELDS``); ``job``: the lines are job output, whose launcher labels are read first."""
+    """Struct of the prefix fields and the message of each line; ``job``: the lines are job
+    output, whose launcher labels are read first (and ``JOB_FIELDS`` added)."""
     if not job:
-        p = raw.str.extract_groups(PREFIX_RE)
-        return pl.struct(
-            [p.struct.field(f) for f in PREFIX_FIELDS] + [pl.lit(None, pl.String).alias(f) for f in JOB_FIELDS]
-        )
+        return raw.str.extract_groups(PREFIX_RE)
     lab = raw.str.extract_groups(JOB_LABEL_RE)
-    p = lab.struct.field("rest").str.extract_groups(PREFIX_RE)
+    p = lab.struct.field("rest").str.extract_groups(JOB_PREFIX_RE)
     msg = pl.concat_str([lab.struct.field("stepd").fill_null(""), p.struct.field("msg")])
     return pl.struct(
-        [(msg.alias(f) if f == "msg" else p.struct.field(f)) for f in PREFIX_FIELDS]
+        [(msg.alias(f) if f == "msg" else p.struct.field(f)) for f in JOB_PREFIX_FIELDS]
         + [lab.struct.field(f) for f in JOB_FIELDS]
     )
 
@@ -221,6 +242,7 @@ def derive_timestamps(
     ``boots_by_file``; single-file callers pass ``ref_date`` and ``boots``.
     """
     c = pl.col
+    p = with_job_fields(p)
     if "_ref_date" not in p.columns:
         p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
     if "_file" not in p.columns:
@@ -289,6 +311,12 @@ def derive_timestamps(
         .otherwise(pl.lit("none"))
     )
     return p.with_columns(ts=ts, ts_source=src).drop("_abs", "_naive", "_yearless", "_mono", "_boot")
+
+
+def with_job_fields(p: pl.DataFrame) -> pl.DataFrame:
+    """``p`` with the job-only prefix fields it lacks as nulls (lines other than job output)."""
+    missing = [f for f in JOB_ONLY_FIELDS if f not in p.columns]
+    return p.with_columns([pl.lit(None, pl.String).alias(f) for f in missing]) if missing else p
 
 
 def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | None) -> pl.DataFrame:

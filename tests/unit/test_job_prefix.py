@@ -446,3 +446,18 @@ def test_continuations_behind_a_pdsh_label_join_their_event():
     assert res.events.select("line_no", "line_count", "node", "category").rows() == [
         (1, 6, "rdma-test-gpu-worker-1", "unknown")
     ]
+
+
+def test_job_output_and_kernel_lines_parse_in_one_batch(tmp_path):
+    from faultline.ingest.parse import parse_files
+
+    job, kern = tmp_path / "job.log", tmp_path / "kern.log"
+    job.write_text("[2025-01-29 08:52:44 TP2] RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    kern.write_text("R10: 0000000000000000 R11: 0000000000000246 R12: ffffffffa057f5c8 error\n")
+    res = parse_files(
+        [
+            (job, SourceContext(source="job.log", kind="job", ref_date=DAY)),
+            (kern, SourceContext(source="kern.log", kind="kernel", ref_date=DAY)),
+        ]
+    )
+    assert [r.events.select("category", "rank").rows() for r in res] == [[("user_app", 2)], [("unknown", None)]]
