@@ -29,7 +29,7 @@ def ere_prefilter() -> str:
 def time_grep(path: str, pattern: str) -> tuple[float, int]:
     t = time.perf_counter()
     out = subprocess.run(
-        ["grep", "-cE", pattern, path], env={**os.environ, "LC_ALL": "C"}, capture_output=True, text=True
+        ["grep", "-cE", "-e", pattern, path], env={**os.environ, "LC_ALL": "C"}, capture_output=True, text=True
     )
     return time.perf_counter() - t, int(out.stdout.strip() or 0)
 

@@ -337,7 +337,7 @@ def _grep(pattern: str, path: Path, env: dict) -> measure.Measured:
     exe = os.path.basename(os.path.realpath(shutil.which("grep") or "grep"))
     for _ in range(3):
         g = measure.run(
-            ["grep", "-cE", pattern, str(path)], env=env, check=False, interval=0.005, hwm_exe=exe, tree=False
+            ["grep", "-cE", "-e", pattern, str(path)], env=env, check=False, interval=0.005, hwm_exe=exe, tree=False
         )
         if g.rc not in (0, 1):
             raise RuntimeError(f"grep failed: {g.stderr[-2000:]}")

@@ -189,12 +189,20 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
         .with_columns(origin=pl.lit("node"))
         .drop("start", "end", "_back")
     )
-    # the job's own output, whatever its stamps say: within one file a line is never earlier
-    # than the one above it, and lines before the first stamp take that stamp
+    # the job's own output, whatever its stamps say: a stamp outside the job's run (a year-less
+    # stamp read in the wrong year, a skewed clock) is no time; within one file a line is never
+    # earlier than the one above it, and lines before the first stamp take that stamp
+    run = failed.select(
+        *JOB_KEY,
+        _lo=pl.col("start") - pl.duration(seconds=cfg.attribution_before_s),
+        _hi=pl.col("end") + pl.duration(seconds=cfg.attribution_after_s),
+    )
     own = (
         ev.filter(pl.col("job_id").is_not_null())
         .select("provider", "cluster", "job_id", *_EV_COLS)
-        .join(failed.select(JOB_KEY), on=JOB_KEY, how="semi")
+        .join(run, on=JOB_KEY, how="inner")
+        .with_columns(ts=pl.when(pl.col("ts").is_between(pl.col("_lo"), pl.col("_hi"))).then(pl.col("ts")))
+        .drop("_lo", "_hi")
         .sort(*JOB_KEY, "source", "line_no")
         .with_columns(
             ts=pl.col("ts")

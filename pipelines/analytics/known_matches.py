@@ -92,7 +92,8 @@ def incident_subjects(incidents: pl.DataFrame, events: pl.DataFrame, inventory: 
 
 def deciding_events(failures: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Each failed job's deciding event (provider, cluster, job_id, event_id, template, message,
-    xid, sxid), found again from its ``decided_by`` rule and ``evidence`` line."""
+    xid, sxid): the first of its ``evidence_events``, else (tables written before that column)
+    found again from its ``decided_by`` rule and ``evidence`` line."""
     key = ["provider", "cluster", "job_id"]
     out_schema = {
         "provider": pl.String,
@@ -106,6 +107,26 @@ def deciding_events(failures: pl.DataFrame, events: pl.DataFrame) -> pl.DataFram
         "sxid": pl.Int32,
         "ev_ts": UTC,
     }
+    if events.is_empty():
+        return pl.DataFrame(schema=out_schema)
+    by_id = pl.DataFrame(schema=out_schema)
+    if "evidence_events" in failures.columns:
+        ids = failures.select(
+            *key,
+            event_id=pl.col("evidence_events").list.first(),
+            _rule=pl.coalesce(
+                pl.col("decided_by").str.extract(r"^(?:node|job):([^+\s]+)", 1),
+                pl.col("decided_by").str.extract(r"^([^:+\s]+)\+", 1),
+            ),
+        ).filter(pl.col("event_id").is_not_null())
+        by_id = ids.join(
+            events.select(
+                "provider", "cluster", "event_id", "template", "message", "xid", "sxid", pl.col("ts").alias("ev_ts")
+            ).unique(["provider", "cluster", "event_id"], keep="first"),
+            on=["provider", "cluster", "event_id"],
+            how="inner",
+        ).select(list(out_schema))
+        failures = failures.join(by_id.select(key), on=key, how="anti")
     f = failures.select(
         *key,
         _rule=pl.coalesce(
@@ -117,8 +138,8 @@ def deciding_events(failures: pl.DataFrame, events: pl.DataFrame) -> pl.DataFram
         _line=pl.col("evidence").str.replace(r"^\[\S+\] \S+ ", ""),
         _end=pl.col("ended").dt.strftime(_TS),
     ).filter(pl.col("_rule").is_not_null())
-    if f.is_empty() or events.is_empty():
-        return pl.DataFrame(schema=out_schema)
+    if f.is_empty():
+        return by_id.sort(key)
     ev = events.filter(pl.col("rule_id").is_in(f["_rule"].unique().to_list())).select(
         "provider",
         "cluster",
@@ -143,13 +164,14 @@ def deciding_events(failures: pl.DataFrame, events: pl.DataFrame) -> pl.DataFram
         how="inner",
     ).filter(pl.col("_tss") == pl.col("_end"))
     cand = pl.concat([by_time.select(*out_schema, "_line", "_first"), by_job.select(*out_schema, "_line", "_first")])
-    return (
+    by_text = (
         cand.filter(pl.col("_line").str.starts_with(pl.col("_first")))
         .sort([*key, "event_id"])
         .group_by(key, maintain_order=True)
         .first()
         .select(list(out_schema))
     )
+    return pl.concat([by_id, by_text]).sort(key)
 
 
 def job_subjects(failures: pl.DataFrame, events: pl.DataFrame, inventory: pl.DataFrame) -> pl.DataFrame:

@@ -28,6 +28,7 @@ GROUP_NAMES = (
     "recovery_action",
 )
 SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
+JOB_FAMILIES = ("nccl", "pytorch", "cuda", "slurm")  # rule families of job output
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class RuleSet:
         that only call a line benign add none (kept benign lines do add theirs), and a literal that
         contains a shorter one adds nothing."""
         lits = {k for r in self.rules if r.category != "benign" or r.keep for k in r.keywords}
+        # job output's benign continuations (advice under a CUDA error, NCCL's unwind chain,
+        # traceback frames) join the event above them, so they must be read too
+        lits |= {k for r in self.rules if r.continues and r.family in JOB_FAMILIES for k in r.keywords}
         lits |= set(self.error_words)
         short = sorted(lits, key=len)
         return tuple(sorted(x for i, x in enumerate(short) if not any(y in x for y in short[:i])))

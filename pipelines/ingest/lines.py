@@ -63,6 +63,7 @@ def per_line_records(res: ParseResult, source: str) -> pl.DataFrame:
         gpu_pci="gpu_pci",
         job_id="job_id",
         rank="rank",
+        local_rank="local_rank",
         rule_id="rule_id",
         ts=pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"),
         ts_source="ts_source",

@@ -18,18 +18,26 @@ import polars as pl
 import pyarrow as pa
 
 from ..classify.engine import classify_messages, evidence_rank, mask_template
-from ..classify.ruleset import GROUP_NAMES, RuleSet, load_ruleset
+from ..classify.ruleset import GROUP_NAMES, JOB_FAMILIES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, UTC_TS, conform
 from . import literal_scan, reader
-from .prefix import derive_timestamps, split_prefix
+from .prefix import JOB_FIELDS, derive_timestamps, job_label_prefix, split_prefix, with_job_fields
 
-# Job output: lines that continue the message above them (traceback bodies, C++ frames,
-# the torchrun failure table).
-JOB_CONT_RE = (
-    r"^(?:\[(?:rank|default)\d+\]:)?(?:[ \t]+\S|frame #\d+|Exception raised from|[=-]{10,}"
+# Job output: messages (prefix stripped) that continue the message above them (traceback
+# bodies, C++ frames, the torchrun failure table), and the exception line that ends a traceback.
+JOB_CONT_MSG_RE = (
+    r"^(?:[ \t]+\S|(?:\[\d{3,7}\] )?frame #\d+|Exception raised from|[=-]{10,}"
     r"|Failures:|Root Cause|\[\d+\]:\s*$|\S+ FAILED\s*$)"
 )
-EXC_LINE_RE = r"^(?:\[(?:rank|default)\d+\]:)?[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+EXC_LINE_RE = r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# NCCL's own header ("host:pid:tid [cudaDev] NCCL INFO"), and the "[Rank N]" / "[PG 1 Rank N]"
+# that PyTorch, DeepSpeed and Megatron put in front of a message: the node and rank a job line
+# names when no rule or launcher label does.
+NCCL_HOST_RE = r"^([\w.-]+):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
+MSG_RANK_RE = r"\[(?:PG (?:ID )?\d+ (?:PG GUID \d+(?:\(\w+\))? |\(\w+\) )?)?Rank (\d+)\]"
+# The same continuations on raw lines, behind any launcher label and the job loggers' prefixes:
+# which lines of a job log are read at all (a superset of those JOB_CONT_MSG_RE names).
+JOB_CONT_RE = "^" + job_label_prefix() + JOB_CONT_MSG_RE[1:]
 GARBAGE_RE = "[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f\ufffd]"
 # bytes that are neither printable ASCII nor tab/LF/VT/FF/CR/ESC: what is left after deleting
 # those is control bytes (GARBAGE_RE's ASCII part) or non-ASCII; bytes.translate checks a block in C
@@ -688,6 +696,11 @@ FLOOD_MIN = 50
 FLOOD_LINE_GAP = 2_000
 
 
+def _flood_key() -> pl.Expr:
+    """One message of one file from one writer (rank, task or host label)."""
+    return pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh", *JOB_FIELDS).hash(seed=11)
+
+
 def _collapse_floods(c: pl.DataFrame) -> pl.DataFrame:
     """Floods (an Xid 95 printed 800,000 times by one GPU) as one event per burst: the first
     and last line of each burst stay (for the times and the evidence), the lines between go,
@@ -695,7 +708,7 @@ def _collapse_floods(c: pl.DataFrame) -> pl.DataFrame:
     grp = pl.col("_grp")
     single = ~((grp == grp.shift(1)) | (grp == grp.shift(-1))).fill_null(False)
     eligible = single & (pl.col("category") != "benign") & ~pl.col("_long") & ~pl.col("_garbage")
-    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
+    key = _flood_key()
     c = c.with_columns(_fk=pl.when(eligible).then(key), _pos=pl.int_range(pl.len(), dtype=pl.Int64))
     runs = (
         c.lazy()
@@ -740,8 +753,7 @@ def _flood_ends(c: pl.DataFrame) -> pl.DataFrame:
     """Each burst's last line, once its time is known, folded into the burst's first line."""
     if not c["_flood_end"].any():
         return c.with_columns(_last_ts=pl.lit(None, UTC_TS), _last_raw=pl.lit(None, pl.String)).drop("_flood_end")
-    key = pl.struct("_file", "msg", "rank_label", "srun_label", "pdsh").hash(seed=11)
-    c = c.with_columns(_fk=key)
+    c = c.with_columns(_fk=_flood_key())
     ends = c.filter("_flood_end").select("_fk", "_file", "line_no", _last_ts="ts", _last_raw="raw")
     starts = (
         c.filter(pl.col("_repeats") > 1)
@@ -753,42 +765,93 @@ def _flood_ends(c: pl.DataFrame) -> pl.DataFrame:
     return c.drop("_fk", "_flood_end")
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
+def _split_prefixes(c: pl.DataFrame) -> pl.DataFrame:
+    """The prefix fields of every line: job output's with its launcher labels read first."""
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
     raw = pl.col("raw")
     if c.height and c["raw"].str.starts_with("\x00").any():
         raw = raw.str.strip_chars_start("\x00")
-    c = c.sort("_file", "line_no").with_columns(p=split_prefix(raw)).unnest("p")
+    job = pl.col("_kind") == "job"
+    if not c.height or not (c["_kind"] == "job").any():
+        return with_job_fields(c.with_columns(p=split_prefix(raw)).unnest("p"))
+    parts = [
+        part.with_columns(p=split_prefix(raw, job=flag)).unnest("p")
+        for flag, part in ((True, c.filter(job)), (False, c.filter(~job)))
+        if part.height
+    ]
+    parts = [with_job_fields(part) for part in parts]
+    return pl.concat(parts, how="diagonal").sort("_file", "line_no") if len(parts) > 1 else parts[0]
+
+
+def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
+    """Job output: a run of benign traceback lines with nothing above to continue (the tail of
+    another rank's traceback, printed first) joins the event on the very next line."""
+    g = c.group_by("_grp", maintain_order=True).agg(
+        orphan=(pl.col("_kind").first() == "job")
+        & pl.col("_jc").first()
+        & (pl.col("category") == "benign").all()
+        & (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False).any(),
+        _f=pl.col("_file").first(),
+        first=pl.col("line_no").min(),
+        last=pl.col("line_no").max(),
+    )
+    adopt = (
+        pl.col("orphan") & (pl.col("_f").shift(-1) == pl.col("_f")) & (pl.col("first").shift(-1) == pl.col("last") + 1)
+    ).fill_null(False)
+    g = g.select("_grp", _to=pl.when(~adopt).then(pl.col("_grp")).fill_null(strategy="backward"))
+    return c.join(g, on="_grp", how="left", maintain_order="left").with_columns(_grp=pl.col("_to")).drop("_to")
+
+
+def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
+    c = _split_prefixes(c.sort("_file", "line_no"))
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 
     is_job = pl.col("_kind") == "job"
+    any_job = bool((c["_kind"] == "job").any())
     same_file = pl.col("_file") == pl.col("_file").shift(1)
     gap = pl.when(is_job).then(1).otherwise(KERNEL_JOIN_GAP)
-    c = c.with_columns(_jc=is_job & pl.col("raw").str.contains(JOB_CONT_RE))
-    exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("raw").str.contains(EXC_LINE_RE)
+    # nothing joins a line that names another GPU than the line above it (the next GPU's own
+    # failure), nor continues an overlong line (it is quarantined, and would take the event)
+    other_gpu = (pl.col("gpu_pci") != pl.col("gpu_pci").shift(1)).fill_null(False)
+    near = (
+        same_file & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap) & ~other_gpu & ~pl.col("_long").shift(1)
+    ).fill_null(False)
     # a rule continuation joins the line above only within its own family (an OOM report
     # line right after an SXid block is a new event); dump lines (joins_any) join any event
-    # and are skipped over when the next line compares families
+    # and are skipped over when the next line compares families; in job output, any error
+    # line above it (a CUDA error's advice under a PyTorch line, "Last error:" under a DistBackendError)
     own_family = pl.when(~pl.col("joins_any")).then(pl.col("family").fill_null(""))
-    same_family = pl.col("family") == own_family.forward_fill().over("_file").shift(1)
-    # nor a line that names another GPU than the line above it (the next GPU's own failure);
+    same_family = (pl.col("family") == own_family.forward_fill().over("_file").shift(1)).fill_null(False)
     # a header line (opens) takes the next line of its family, unless that is a header too
-    other_gpu = (pl.col("gpu_pci") != pl.col("gpu_pci").shift(1)).fill_null(False)
     after_header = (
         pl.col("opens").shift(1).fill_null(False) & ~pl.col("opens") & (pl.col("family") == pl.col("family").shift(1))
-    )
-    # nothing continues an overlong line: it is quarantined, and would take the event with it
-    joined = (
-        same_file
-        & ((pl.col("continues") & (pl.col("joins_any") | same_family)) | after_header | pl.col("_jc") | exc_after)
-        & ((pl.col("line_no") - pl.col("line_no").shift(1)) <= gap)
-        & ~other_gpu
-        & ~pl.col("_long").shift(1)
     ).fill_null(False)
-    c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum())
+    # a job-output line that opens an event with a cause of its own keeps its verdict
+    own_cause = is_job & ~pl.col("category").is_in(["benign", "unknown"]) & ~pl.col("continues")
+    if any_job:
+        c = c.with_columns(_jc=is_job & pl.col("msg").str.contains(JOB_CONT_MSG_RE))
+        exc_after = pl.col("_jc").shift(1).fill_null(False) & is_job & pl.col("msg").str.contains(EXC_LINE_RE)
+        error_above = (pl.col("category").shift(1) != "benign").fill_null(False)
+        jc_above = pl.col("_jc").shift(1).fill_null(False)
+        by_rule = pl.col("continues") & (pl.col("joins_any") | same_family | (is_job & (error_above | jc_above)))
+        indented = pl.col("_jc") & pl.col("msg").str.contains(r"^[ \t]")
+        c = c.with_columns(
+            _grp=(~(near & (by_rule | after_header | pl.col("_jc") | exc_after))).cast(pl.Int64).cum_sum()
+        )
+        # a merely indented line continues only an event that an error opened or a traceback
+        # body (frames) makes up, not a block of indented output (nvidia-smi -q) around one match
+        err_opens = (pl.col("family").is_in(JOB_FAMILIES) | (pl.col("category") != "benign")).fill_null(False)
+        frames = (pl.col("continues") & pl.col("family").is_in(JOB_FAMILIES)).fill_null(False)
+        body = err_opens.first().over("_grp") | frames.any().over("_grp")
+        joined = near & (by_rule | after_header | (pl.col("_jc") & ~indented) | (indented & body) | exc_after)
+        c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _own=own_cause)
+        c = _adopt_orphans(c)
+    else:
+        joined = near & ((pl.col("continues") & (pl.col("joins_any") | same_family)) | after_header)
+        c = c.with_columns(_grp=(~joined).cast(pl.Int64).cum_sum(), _own=own_cause)
     c = c.with_columns(_repeats=pl.lit(1, pl.Int32), _flood_end=pl.lit(False)) if full else _collapse_floods(c)
 
     c = derive_timestamps(c, boots_by_file=boots or None)
@@ -813,8 +876,21 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
 
     # "kernel:" in front of a stamp is the syslog tag of a line whose host was cut off
     pdsh = pl.when(pl.col("pdsh") != "kernel").then(pl.col("pdsh"))
+    # job output: the NCCL header's host, slurmstepd's node, a "[Rank N]" in the message
+    job_node = [pl.col("msg").str.extract(NCCL_HOST_RE, 1), pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1)]
+    job_rank = [pl.col("msg").str.extract(MSG_RANK_RE, 1).cast(pl.Int32, strict=False)]
+    if not any_job:
+        job_node, job_rank = [], []
     node_from_line = pl.coalesce(
-        pl.col("node"), pdsh, pl.col("host_iso"), pl.col("host_bsd"), pl.col("host5424"), pl.col("host_ctime")
+        pl.col("node"),
+        *[pl.when(is_job).then(x) for x in job_node],
+        pdsh,
+        pl.col("job_host"),
+        pl.col("ray_ip"),
+        pl.col("host_iso"),
+        pl.col("host_bsd"),
+        pl.col("host5424"),
+        pl.col("host_ctime"),
     )
     node = (
         pl.when((pl.col("_kind") == "kernel") & pl.col("_node_ctx").is_not_null())
@@ -823,11 +899,18 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     )
     c = c.with_columns(
         node=node,
+        # a launcher's rank label is the global rank; "[Rank N]" in a message may be a subgroup's
         rank=pl.coalesce(
+            *[
+                pl.col(f).cast(pl.Int32, strict=False)
+                for f in ("job_rank", "mpi_rank", "ray_rank", "ray_tp", "sgl_tp", "srun_task")
+            ],
             pl.col("rank"),
             pl.col("rank_label").cast(pl.Int32, strict=False),
             pl.col("srun_label").cast(pl.Int32, strict=False),
+            *[pl.when(is_job).then(x) for x in job_rank],
         ),
+        local_rank=pl.coalesce(pl.col("local_rank"), pl.col("tx_local_rank")).cast(pl.Int32, strict=False),
         job_id=pl.coalesce(pl.col("_job_ctx"), pl.col("job_id")),
         family=pl.coalesce(pl.col("family"), pl.col("_family_default")),
     )
@@ -847,6 +930,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
         "gpu_serial",
         "job_id",
         "rank",
+        "local_rank",
         "family",
         "xid",
         "sxid",
@@ -856,6 +940,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
         "action",
         "rule_id",
         "keep",
+        "_own",
         "_rank",
         "_grp",
         "_long",
@@ -918,13 +1003,17 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
         domain=pl.col("category").replace_strict(rs.taxonomy.domains, default="unknown"),
         template=_templates(pl.col("message").str.split("\n").list.first()),
     ).drop("keep", "_source", "_provider", "_cluster")
-    # per physical line, the joined event's verdict (continuations carry it too); a one-line
-    # event's verdict is its line's own
+    # per physical line, the joined event's verdict: continuations carry it, a line that opens
+    # an event with a cause of its own (a watchdog timeout above a desync report) keeps its own;
+    # a one-line event's verdict is its line's own
     cols = ("category", "severity", "action", "family")
     verdict = ev.filter(pl.col("line_count") > 1).select("_grp", *[pl.col(x).alias(f"_e_{x}") for x in cols])
+    own = pl.col("_own").fill_null(False)
     lines = (
         lines.join(verdict, on="_grp", how="left", maintain_order="left")
-        .with_columns([pl.coalesce(pl.col(f"_e_{x}"), pl.col(x)).alias(x) for x in cols])
+        .with_columns(
+            [pl.when(own).then(pl.col(x)).otherwise(pl.coalesce(pl.col(f"_e_{x}"), pl.col(x))).alias(x) for x in cols]
+        )
         .drop([f"_e_{x}" for x in cols])
     )
     return ev, lines

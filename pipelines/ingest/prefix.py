@@ -1,6 +1,6 @@
 """Strip and interpret line prefixes (timestamps, hosts, tags, rank labels) with polars: every
-prefix format is one alternative of ``PREFIX_RE``, and every timestamp says how it was turned
-into UTC (``ts_source``, docs/classify.md): nothing is parsed by guessing."""
+prefix format is one alternative of ``PREFIX_RE`` (job output's launcher labels, ``JOB_LABELS``,
+are read first), and every timestamp says how it was turned into UTC (``ts_source``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,51 @@ import polars as pl
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _MON = r"(?:[^\W\d_]{3,4}\.?|1?\d月)"  # Nov, Dez, déc., Mär, 11月 (localized syslog)
 _TAG = r"[A-Za-z0-9_.@/()-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:
+_ANSI = r"(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)"  # a terminal colour code, raw or as pasted (^[[1;36m)
+_STAMP_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_STAMP_N = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+# tqdm's bar ("desc:  19%|###   | 3237/16700 [3:34:12<38:35:22, 10.32s/it]"), when the next
+# log line is glued to it without a newline
+_TQDM = r"(?:[^|]{0,80}?:)?\s*\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[[^\]]*\]"
+
+# Launcher labels in front of a job-output line, outermost first: (what writes it, regex).
+# Each is optional; their named groups say the node, rank and local rank the label gives.
+JOB_LABELS = (
+    # pdsh / clush / DeepSpeed's multi-node launcher: "worker-5: " (a host name holds a digit,
+    # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
+    ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*):\s)?"),
+    # a log collector's stamp
+    ("collector stamp", rf"(?:(?P<lead_z>{_STAMP_Z})\s+|(?P<lead_n>{_STAMP_N})\s+)?"),
+    ("srun -l task id", r"(?:(?P<srun_task>\d{1,5}):\s)?"),
+    ("mpirun --tag-output", r"(?:\[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
+    (
+        "Ray / vLLM worker",
+        rf"(?:{_ANSI}?\((?:raylet|[A-Za-z]\w*(?: TP(?P<ray_tp>\d+)| rank=(?P<ray_rank>\d+))?"
+        rf" pid=\d+(?:, ip=(?P<ray_ip>\d{{1,3}}(?:\.\d{{1,3}}){{3}}))?)\){_ANSI}?\s?)?",
+    ),
+    ("torchx / NeMo-Run replica", r"(?:[A-Za-z][\w.-]{2,}/\d{1,4}\s(?:\[(?P<tx_local_rank>\d+)\]:)?)?"),
+    # "[default3]:" (role and local rank), then PyTorch's own "[rank12]:" (sometimes twice); a
+    # paste's "[1830] " line number may stand in front of either
+    ("torchrun --tee local rank", r"(?:(?:\[\d{3,7}\]\s)?\[default(?P<local_rank>\d+)\]:)?"),
+    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?P<job_rank>\d+)\]:(?:\[rank\d+\]:)?\s?)?"),
+    ("tqdm bar", rf"(?:{_TQDM})?"),
+)
+JOB_LABEL_RE = "^" + "".join(rx for _name, rx in JOB_LABELS) + r"(?P<rest>.*)$"
+#: the fields ``JOB_LABEL_RE`` adds to ``split_prefix``'s struct (null on other lines)
+JOB_FIELDS = (
+    "stepd",
+    "job_host",
+    "lead_z",
+    "lead_n",
+    "srun_task",
+    "mpi_rank",
+    "ray_tp",
+    "ray_rank",
+    "ray_ip",
+    "tx_local_rank",
+    "local_rank",
+    "job_rank",
+)
 
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.
@@ -47,13 +92,42 @@ _ALTS = [
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
     # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
     r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
-    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12]
-    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./-]+:\d+\]\s?",
+    # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
+    # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
+    r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
     # a bare kernel tag (syslog with host and time cut off): "kernel: msg"
     r"(?P<ktag>kernel):\s",
 ]
+# Job output's own loggers, read in job output only (before plain Python logging, which would
+# take their stamps, except the last two)
+_JOB_ALTS_FIRST = [
+    # SGLang [2025-01-29 08:52:44 TP5], Ray's C++ [2024-04-16 00:03:25,080 E 7046 7269] logging.cc:361:,
+    # NeMo [NeMo W 2025-03-07 22:34:10 rerun_state_machine:1088], Hugging Face
+    # [INFO|trainer.py:2926] 2023-10-19 09:48:54,123 >>, torchtitan [titan] 2026-05-18 16:05:50,641 - root - INFO -,
+    # Taskcluster [task 2025-07-01T05:06:30.004+00:00] [train]
+    r"\[(?P<sgl>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) TP(?P<sgl_tp>\d+)(?: [A-Z]{2}\d+)*\]\s",
+    r"\[(?P<raycc>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) [IWEF] \d+ \d+\] [\w.-]+:\d+:\s?",
+    r"\[NeMo [DIWEC] (?P<nemo>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) [\w.-]+:\d+\]\s?",
+    r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w./-]+:\d+\] (?P<hf>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) >> ",
+    r"\[titan\] (?P<titan>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
+    rf"\[task (?P<tc>{_STAMP_Z})\] (?:\[[\w-]+\] )?",
+]
+_JOB_ALTS_LAST = [
+    # PyTorch's C++ log lines without a time: [W Utils.hpp:108], [E ProcessGroupNCCL.cpp:414]
+    r"\[(?P<glog_nt>[IWEF]) [\w./\\:-]+:\d+\]\s?",
+    # vLLM: ERROR 09-05 21:05:38 [multiproc_executor.py:596] or INFO 10-14 12:32:47 file.py:233]
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vllm>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?[\w./-]+:\d+\]\s?",
+]
 _INNER_MONO = r"(?:\[\s*(?P<inner_mono>\d+\.\d{6})\]\s?)?"  # printk's stamp inside a syslog line
-PREFIX_RE = _LABEL + "(?:" + _PASTED + "(?:" + "|".join(_ALTS) + r"))?" + _INNER_MONO + r"(?P<msg>.*)$"
+
+
+def _prefix_re(alts: list[str]) -> str:
+    return _LABEL + "(?:" + _PASTED + "(?:" + "|".join(alts) + r"))?" + _INNER_MONO + r"(?P<msg>.*)$"
+
+
+_PYLOG = next(i for i, a in enumerate(_ALTS) if "(?P<pylog>" in a)
+PREFIX_RE = _prefix_re(_ALTS)
+JOB_PREFIX_RE = _prefix_re(_ALTS[:_PYLOG] + _JOB_ALTS_FIRST + _ALTS[_PYLOG:] + _JOB_ALTS_LAST)
 
 MONTHS = {
     # English, German, French, Spanish, Italian, Dutch abbreviations seen in localized syslog
@@ -94,16 +168,45 @@ MONTHS = {
 }
 
 
-# the prefix alone: the regex stops where the message starts instead of capturing it
-_HEAD_RE = "^(?P<_head>" + PREFIX_RE[1 : PREFIX_RE.index("(?P<msg>.*)$")] + ")"
-PREFIX_FIELDS = tuple(n for n in re.findall(r"\(\?P<(\w+)>", PREFIX_RE))
+def _head_re(prefix_re: str) -> str:
+    """The prefix alone: the regex stops where the message starts instead of capturing it."""
+    return "^(?P<_head>" + prefix_re[1 : prefix_re.index("(?P<msg>.*)$")] + ")"
 
 
-def split_prefix(raw: pl.Expr) -> pl.Expr:
-    """Struct of the prefix fields and the message of each line (``PREFIX_RE``'s groups)."""
-    groups = raw.str.extract_groups(_HEAD_RE)
+_HEAD_RE, _JOB_HEAD_RE = _head_re(PREFIX_RE), _head_re(JOB_PREFIX_RE)
+PREFIX_FIELDS = tuple(re.findall(r"\(\?P<(\w+)>", PREFIX_RE))
+JOB_PREFIX_FIELDS = tuple(re.findall(r"\(\?P<(\w+)>", JOB_PREFIX_RE))
+#: every field job output adds to the other lines' prefix fields: labels and job loggers
+JOB_ONLY_FIELDS = JOB_FIELDS + tuple(f for f in JOB_PREFIX_FIELDS if f not in PREFIX_FIELDS)
+
+
+def job_label_prefix() -> str:
+    """``JOB_LABELS`` and the job loggers' prefixes as one optional, non-capturing regex: what
+    may stand in front of a job-output message on its raw line."""
+    alts = _ALTS + _JOB_ALTS_FIRST + _JOB_ALTS_LAST
+    loggers = [a for a in alts if re.search(r"\?P<(?:glog|glog_nt|vllm|nemo|pylog|raycc|sgl|hf|titan)>", a)]
+    body = "".join(rx for _name, rx in JOB_LABELS) + "(?:" + "|".join(loggers) + ")?"
+    return re.sub(r"\(\?P<\w+>", "(?:", body)
+
+
+def _split(raw: pl.Expr, head_re: str, fields: tuple[str, ...]) -> pl.Expr:
+    groups = raw.str.extract_groups(head_re)
     msg = raw.str.slice(groups.struct.field("_head").str.len_chars())
-    return pl.struct([groups.struct.field(n) if n != "msg" else msg.alias("msg") for n in PREFIX_FIELDS])
+    return pl.struct([groups.struct.field(n) if n != "msg" else msg.alias("msg") for n in fields])
+
+
+def split_prefix(raw: pl.Expr, job: bool = False) -> pl.Expr:
+    """Struct of the prefix fields and the message of each line; ``job``: the lines are job
+    output, whose launcher labels are read first (and ``JOB_FIELDS`` added)."""
+    if not job:
+        return _split(raw, _HEAD_RE, PREFIX_FIELDS)
+    lab = raw.str.extract_groups(JOB_LABEL_RE)
+    p = _split(lab.struct.field("rest"), _JOB_HEAD_RE, JOB_PREFIX_FIELDS)
+    msg = pl.concat_str([lab.struct.field("stepd").fill_null(""), p.struct.field("msg")])
+    return pl.struct(
+        [(msg.alias(f) if f == "msg" else p.struct.field(f)) for f in JOB_PREFIX_FIELDS]
+        + [lab.struct.field(f) for f in JOB_FIELDS]
+    )
 
 
 def _month_expr(name: pl.Expr) -> pl.Expr:
@@ -125,7 +228,12 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
 
 #: prefix fields a wall-clock stamp is read from
 _NOT_STAMP = {"msg", "rank_label", "srun_label", "pdsh", "kmsg_pri", "kmsg_us", "mono", "rel", "inner_mono", "glog_lvl"}
-STAMP_FIELDS = tuple(f for f in PREFIX_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag")))
+_NOT_STAMP |= {
+    f for f in JOB_ONLY_FIELDS if f not in ("lead_z", "lead_n", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
+}
+STAMP_FIELDS = tuple(
+    f for f in PREFIX_FIELDS + JOB_ONLY_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag"))
+)
 MAX_MONO_SECONDS = 1e10  # seconds since boot beyond this (~317 years) are malformed
 _TS_MIN = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _TS_MAX = dt.datetime(9000, 1, 1, tzinfo=dt.timezone.utc)
@@ -147,12 +255,21 @@ def derive_timestamps(
     Frames of many files carry ``_ref_date`` (per row), ``_file`` and ``boots_by_file``;
     single-file callers pass ``ref_date`` and ``boots``."""
     c = pl.col
+    p = with_job_fields(p)
     if "_ref_date" not in p.columns:
         p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
     if "_file" not in p.columns:
         p = p.with_columns(_file=pl.lit(0, pl.Int32))
     ref = c("_ref_date")
-    zoned = pl.coalesce(c("iso5424"), c("iso"), c("diso"), c("talos"), c("mmfs").str.replace("_", "T", literal=True))
+    zoned = pl.coalesce(
+        c("iso5424"),
+        c("iso"),
+        c("diso"),
+        c("talos"),
+        c("mmfs").str.replace("_", "T", literal=True),
+        c("lead_z"),
+        c("tc"),
+    )
     zoned = (
         zoned.str.replace(",", ".", literal=True)
         .str.replace(r"Z$", "+00:00")
@@ -161,7 +278,9 @@ def derive_timestamps(
     abs_ts = zoned.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%:z", strict=False, time_unit="us").dt.convert_time_zone("UTC")
     naive_txt = pl.coalesce(
         c("slurm").str.replace("T", " ", literal=True),
-        c("pylog").str.replace(",", ".", literal=True),
+        pl.coalesce(c("pylog"), c("lead_n"), c("sgl"), c("raycc"), c("nemo"), c("hf"), c("titan"))
+        .str.replace(",", ".", literal=True)
+        .str.replace("T", " ", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
     ctime_parts = c("ctime").str.extract_groups(r"^\S+ (?P<m>\S+)\s+(?P<d>\d+) (?P<t>\S+) (?P<y>\d{4})$")
@@ -174,9 +293,14 @@ def derive_timestamps(
     bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
     bsd_m = _month_expr(bsd_parts.struct.field("m"))
     bsd_ts = _from_parts(_year_for(bsd_m, ref), bsd_m, bsd_parts.struct.field("d"), bsd_parts.struct.field("t"))
-    glog_m = c("glog").str.slice(0, 2).cast(pl.Int32, strict=False)
+    glog = c("glog").str.extract_groups(r"^(?P<m>\d{1,2})(?P<d>\d\d) (?P<t>\S+)$")
+    glog_m = glog.struct.field("m").cast(pl.Int32, strict=False)
     glog_ts = _from_parts(
-        _year_for(glog_m, ref), glog_m, c("glog").str.slice(2, 2).cast(pl.Int32, strict=False), c("glog").str.slice(5)
+        _year_for(glog_m, ref), glog_m, glog.struct.field("d").cast(pl.Int32, strict=False), glog.struct.field("t")
+    )
+    vllm_m = c("vllm").str.slice(0, 2).cast(pl.Int32, strict=False)
+    vllm_ts = _from_parts(
+        _year_for(vllm_m, ref), vllm_m, c("vllm").str.slice(3, 2).cast(pl.Int32, strict=False), c("vllm").str.slice(6)
     )
     h_m = _month_expr(c("hmon"))
     h_ts = _from_parts(_year_for(h_m, ref), h_m, c("hday"), pl.format("{}:00", c("htime")))
@@ -197,7 +321,7 @@ def derive_timestamps(
             "_skey",
             _abs=_sane(abs_ts),
             _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
-            _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, h_ts)),
+            _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, vllm_ts, h_ts)),
         )
     )
     p = p.join(parsed, on="_skey", how="left", maintain_order="left").drop("_skey")
@@ -218,6 +342,12 @@ def derive_timestamps(
         .otherwise(pl.lit("none"))
     )
     return p.with_columns(ts=ts, ts_source=src).drop("_abs", "_naive", "_yearless", "_mono", "_boot")
+
+
+def with_job_fields(p: pl.DataFrame) -> pl.DataFrame:
+    """``p`` with the job-only prefix fields it lacks as nulls (lines other than job output)."""
+    missing = [f for f in JOB_ONLY_FIELDS if f not in p.columns]
+    return p.with_columns([pl.lit(None, pl.String).alias(f) for f in missing]) if missing else p
 
 
 def attach_boots(p: pl.DataFrame, boots_by_file: dict[int, list[dt.datetime]] | None) -> pl.DataFrame:

@@ -141,14 +141,21 @@ def test_transport_errors_after_a_peer_went_away_are_its_symptom(failures):
 
 
 def test_a_worker_killed_by_exhaustion_takes_its_category(failures):
-    assert verdict(failures["5"])[:2] == ("host", "job:python_exception+exhaustion")
-    assert verdict(failures["6"])[:2] == ("host", "job:error_words+exhaustion")
-    assert failures["6"]["action"] == "restart_job"
+    assert verdict(failures["5"])[:2] == ("host", "job:pt_dataloader_bus_error")  # a rule names it
+    assert verdict(failures["6"])[:2] == ("host", "job:pt_dataloader_bus_error")
+    assert failures["6"]["action"] == "fix_application"  # the rule's: raise the job's shm limit
+    # were the rules to call the shm warning unknown and the worker's death the program's own
+    shm = text("bs-tr1-shm-bus-error", 1)
+    j = decide([(1, "unknown", shm, None), (5, "user_app", WORKER_KILLED.rstrip("\n"), None)])
+    assert verdict(j)[:2] == ("host", "job:rule_1+exhaustion")
 
 
 def test_a_failed_checkpoint_write_is_storage(failures):
     j = failures["7"]
-    assert verdict(j)[:2] == ("storage", "job:python_exception+checkpoint_write")
+    assert verdict(j)[:2] == ("storage", "job:pt_checkpoint_write_failed")
+    # were a rule to call it the program's exception: the save it failed in makes it storage
+    j = decide([(8, "user_app", text("colossalai-5798-ckpt-write-failed", 8), None)])
+    assert verdict(j)[:2] == ("storage", "job:rule_8+checkpoint_write")
     assert j["action"] == "check_storage"
     assert "PytorchStreamWriter failed writing file data/1: file write failed" in j["evidence"]
 
