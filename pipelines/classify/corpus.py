@@ -81,6 +81,26 @@ def classify_excerpts(lines: list[dict], models_dir: str | None = None) -> list[
     return out
 
 
+def with_model(scored: list[dict], model=None) -> list[dict]:
+    """``scored`` with the pipeline's second opinion: the learned model's category (at its
+    threshold) for the lines the rules call unknown, as ``faultline run`` gives it to events."""
+    import polars as pl
+
+    from .model import load_model, predict
+    from .training_data import messages
+
+    idx = [i for i, r in enumerate(scored) if r["pred"]["category"] == "unknown"]
+    if not idx:
+        return scored
+    msgs = messages([scored[i]["text"] for i in idx], [scored[i]["kind"] for i in idx])
+    got = predict(pl.Series(msgs, dtype=pl.String), model=model or load_model())["category"].to_list()
+    out = list(scored)
+    for i, cat in zip(idx, got):
+        if cat != "unknown":
+            out[i] = {**out[i], "pred": {**out[i]["pred"], "category": cat, "rule_id": "model"}}
+    return out
+
+
 def _ratio(n: int, d: int) -> float | None:
     return round(n / d, 4) if d else None
 

@@ -92,13 +92,13 @@ def _sha256_pairs(texts: list[str], labels: list[str]) -> str:
     return hashlib.sha256(json.dumps(pairs, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
-def train(texts, labels, *, sources=None, cv: int = CV_FOLDS) -> tuple[object, dict]:
+def train(texts, labels, *, sources=None, groups=None, cv: int = CV_FOLDS) -> tuple[object, dict]:
     """Fit the pipeline on ``texts`` (masked again, to be safe) and ``labels``; ``(pipeline, metrics)``.
-    Metrics: ``cv``-fold stratified cross-validated accuracy, macro-F1 and per-class figures
-    (per source with ``sources``), class counts, the training data's sha256. ``cv=0`` skips the CV."""
+    Metrics: ``cv``-fold stratified cross-validated figures (folds never split a ``groups`` group:
+    one thread's lines are never in train and test at once), per source, class counts, data sha256."""
     from sklearn.base import clone
     from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross_val_predict
 
     x = mask(list(texts)).to_list()
     y = [str(v) for v in labels]
@@ -113,12 +113,18 @@ def train(texts, labels, *, sources=None, cv: int = CV_FOLDS) -> tuple[object, d
     }
     pipe = make_pipeline()
     if cv:
-        folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=RANDOM_STATE)
-        pred = cross_val_predict(clone(pipe), x, y, cv=folds)
+        if groups is not None:
+            folds = StratifiedGroupKFold(n_splits=cv, shuffle=True, random_state=RANDOM_STATE)
+            scheme = f"StratifiedGroupKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})"
+            pred = cross_val_predict(clone(pipe), x, y, cv=folds, groups=[str(g) for g in groups])
+        else:
+            folds = StratifiedKFold(n_splits=cv, shuffle=True, random_state=RANDOM_STATE)
+            scheme = f"StratifiedKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})"
+            pred = cross_val_predict(clone(pipe), x, y, cv=folds)
         p, r, f, s = precision_recall_fscore_support(y, pred, labels=classes, zero_division=0)
         metrics["cv"] = {
             "folds": cv,
-            "scheme": f"StratifiedKFold(n_splits={cv}, shuffle=True, random_state={RANDOM_STATE})",
+            "scheme": scheme,
             "accuracy": round(float(accuracy_score(y, pred)), 4),
             "macro_f1": round(float(f1_score(y, pred, average="macro")), 4),
             "per_class": {

@@ -1,6 +1,6 @@
 """The learned classifier's training set: the rule examples (labelled with the engine's category,
-``unknown`` ones left out) and ``curated_examples.yaml`` from ``faultline.models``, plus benign
-lines generated here from templates. Texts are masked templates; identical pairs are kept once."""
+``unknown`` ones left out), ``curated_examples.yaml``, the real lines of the corpus's dev split,
+and benign lines generated from templates. Texts are masked templates; identical pairs kept once."""
 
 from __future__ import annotations
 
@@ -187,10 +187,55 @@ def benign_examples(n_per_template: int = 3, seed: int = 0) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=["message", "label", "source"], orient="row")
 
 
+def messages(texts: list[str], kinds: list[str]) -> list[str]:
+    """The message of each raw line behind its prefix (job output's launcher labels too): what
+    the model reads in the pipeline."""
+    from ..ingest.prefix import split_prefix
+
+    df = pl.DataFrame({"raw": texts, "kind": kinds}, schema={"raw": pl.String, "kind": pl.String})
+    df = df.with_row_index("_i")
+    out = []
+    for job in (True, False):
+        part = df.filter((pl.col("kind") == "job") == job)
+        if part.height:
+            out.append(part.select("_i", msg=split_prefix(pl.col("raw"), job=job).struct.field("msg")))
+    if not out:
+        return []
+    return pl.concat(out).sort("_i")["msg"].to_list()
+
+
+def corpus_examples(models_dir: str | None = None) -> pl.DataFrame:
+    """(message, label, source) for the real lines of the corpus's dev split that carry their
+    meaning alone; ``source`` is ``corpus:<origin>``, so cross-validation keeps a thread together."""
+    from .corpus import load, origin
+
+    folder = None if models_dir is None else Path(models_dir) / "corpus"
+    # benign lines only where they look like errors: the model reads only what the rules call
+    # unknown, which is what error words flag
+    recs = [
+        r
+        for r in load("dev", folder)
+        if not r["context"]
+        and r["category"] not in (*EXCLUDED_LABELS, "quarantined")
+        and (r["category"] != "benign" or r.get("error_looking"))
+    ]
+    msgs = messages([r["text"] for r in recs], [r["kind"] for r in recs])
+    rows = [(m, r["category"], "corpus:" + origin(r["source"])) for m, r in zip(msgs, recs)]
+    return pl.DataFrame(rows, schema=["message", "label", "source"], orient="row")
+
+
+def cv_groups(sources: pl.Series, texts: pl.Series) -> pl.Series:
+    """The cross-validation group of each example: its corpus origin or rule, else the line itself."""
+    one = sources.str.starts_with("corpus:") | sources.str.starts_with("rule:")
+    return pl.select(pl.when(one).then(sources).otherwise(sources + "\x1f" + texts)).to_series()
+
+
 def build_training_set(models_dir: str | None = None) -> pl.DataFrame:
     """Columns ``text`` (masked template), ``label``, ``source``, ``message``; one row per
     distinct (text, label), sorted, so the same data always gives the same frame and hash."""
-    df = pl.concat([rule_examples(models_dir), curated_examples(models_dir), benign_examples()])
+    df = pl.concat(
+        [rule_examples(models_dir), curated_examples(models_dir), corpus_examples(models_dir), benign_examples()]
+    )
     df = df.with_columns(text=mask(df["message"])).filter(pl.col("text").str.strip_chars() != "")
     # sources ranked so that a curated line wins a tie with a rule example of the same template
     df = df.sort("source", "message").unique(["text", "label"], keep="first", maintain_order=True).sort("label", "text")

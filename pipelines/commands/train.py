@@ -20,10 +20,11 @@ def default_out() -> Path:
 def train_and_save(out: str | Path | None = None, *, cv: int = 5) -> dict:
     """Build the training set, train with ``cv``-fold cross-validation, save; the metadata."""
     from ..classify import model
-    from ..classify.training_data import build_training_set
+    from ..classify.training_data import build_training_set, cv_groups
 
     df = build_training_set()
-    pipe, metrics = model.train(df["text"], df["label"], sources=df["source"], cv=cv)
+    groups = cv_groups(df["source"], df["text"])
+    pipe, metrics = model.train(df["text"], df["label"], sources=df["source"], groups=groups, cv=cv)
     target = Path(out) if out is not None else default_out()
     meta = model.save(pipe, metrics, target)
     if out is None:
@@ -67,8 +68,8 @@ def summary(meta: dict) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the metadata as JSON.")
 def train_classifier(out: Path | None, cv: int, as_json: bool) -> None:
     """Retrain the classifier for lines the rules call `unknown` (rule examples, curated
-    lines, synthetic benign lines), report cross-validated accuracy and macro-F1, and write
-    unknown_classifier.joblib + unknown_classifier.meta.json."""
+    lines, the real-line corpus's dev split, synthetic benign lines), report cross-validated
+    accuracy and macro-F1 (folds grouped by source), and write the model and its metadata."""
     meta = train_and_save(out, cv=cv)
     where = out if out is not None else default_out()
     if as_json:
