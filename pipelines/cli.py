@@ -14,6 +14,7 @@ from .commands.explain import explain
 from .commands.export import export
 from .commands.report import report
 from .commands.run import run
+from .commands.serve import serve
 from .commands.simulate import simulate
 from .commands.sql import sql
 from .commands.train import train_classifier
@@ -47,6 +48,7 @@ main.add_command(sql)
 main.add_command(report)
 main.add_command(explain)
 main.add_command(export)
+main.add_command(serve)
 
 if __name__ == "__main__":
     main()
