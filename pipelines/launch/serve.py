@@ -26,6 +26,7 @@ from pathlib import Path
 #: the code location the code server loads (the installed package, from any directory)
 MODULE = "faultline.definitions"
 LOCATION = "faultline"
+WORKSPACE = "serve-workspace.yaml"  # in DAGSTER_HOME
 PR_SET_PDEATHSIG = 1
 
 
@@ -124,7 +125,7 @@ class Stack:
 
     def __post_init__(self) -> None:
         self.code_port = self.code_port or free_port()
-        grpc = ["--grpc-host", "127.0.0.1", "--grpc-port", str(self.code_port)]
+        workspace = ["-w", str(self.home / WORKSPACE)]
         self.children = [
             Child(
                 "code-server",
@@ -132,10 +133,10 @@ class Stack:
                 + ["-h", "127.0.0.1", "-p", str(self.code_port)],
                 signal.SIGKILL,
             ),
-            Child("daemon", [_script("dagster-daemon"), "run", *grpc], signal.SIGTERM),
+            Child("daemon", [_script("dagster-daemon"), "run", *workspace], signal.SIGTERM),
             Child(
                 "webserver",
-                [_script("dagster-webserver"), "-h", self.host, "-p", str(self.port), *grpc],
+                [_script("dagster-webserver"), "-h", self.host, "-p", str(self.port), *workspace],
                 signal.SIGTERM,
             ),
         ]
@@ -192,10 +193,24 @@ class Stack:
         except OSError:
             return False
 
+    def write_workspace(self) -> Path:
+        """The workspace of the daemon and the webserver: the code server, named ``faultline``
+        whatever its port (schedule, sensor and run history are keyed by the location's name)."""
+        path = self.home / WORKSPACE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(
+            "# written by faultline serve at each start: the code server it runs\n"
+            "load_from:\n  - grpc_server:\n"
+            f"      host: 127.0.0.1\n      port: {self.code_port}\n      location_name: {LOCATION}\n"
+        )
+        tmp.replace(path)
+        return path
+
     def start(self, timeout_s: float = 180.0) -> None:
         """Start the code server (it binds its port once the code location has loaded), then
         the daemon and the webserver; return once the webserver answers."""
         code, daemon, web = self.children
+        self.write_workspace()
         self._spawn(code)
         try:
             self._wait_until(self._code_ready, code, timeout_s)
