@@ -9,6 +9,8 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+from faultline.launch.serve import prepare_home
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 #: instance settings that Helm's values carry under another path (camelCase keys below)
 HELM_PATHS = {
@@ -66,3 +68,11 @@ def test_sqlite_config_loads_with_one_duckdb_writer(tmp_path):
         assert instance.run_monitoring_enabled and instance.run_retries_max_retries == 2
         assert not instance.run_retries_retry_on_asset_or_op_failure
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
+
+
+def test_serve_writes_the_shipped_config_only_where_there_is_none(tmp_path):
+    home, written = prepare_home(tmp_path / "home", postgres=True)
+    assert written and (home / "dagster.yaml").read_text() == (DEPLOY / "dagster-postgres.yaml").read_text()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert prepare_home(home) == (home, False)
+    assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
