@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,16 +65,44 @@ def _no_temp_files(warehouse: Path) -> list[Path]:
     return [p for p in (warehouse / "lake").rglob("*") if p.is_file() and not p.name.endswith(".parquet")]
 
 
-class Serve:
-    """``faultline serve`` as a child process, its output in a file."""
+DOC = ROOT / "docs" / "deployment.md"
+#: what the test puts in place of the docs' example values
+PLACEHOLDERS = ("DAGSTER_HOME", "FAULTLINE_LANDING", "FAULTLINE_WAREHOUSE", "DAGSTER_PG_HOST", "DAGSTER_PG_PORT")
+PLACEHOLDERS += ("DAGSTER_PG_DB", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD")
 
-    def __init__(self, tmp: Path, env: dict, landing: Path, warehouse: Path, storage: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+
+def doc_commands(heading: str) -> list[str]:
+    """The command lines of the first ``bash`` block under ``heading`` in docs/deployment.md."""
+    section = DOC.read_text().split(f"\n{heading}\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def deployment_script(backend: str, values: dict[str, str], date: dt.date, port: int) -> str:
+    """The docs' one-host commands (and, for PostgreSQL, its section's, before the first run)
+    with this test's folders, date and port: the script ends by exec'ing ``faultline serve``."""
+    one_host, postgres = doc_commands("## One host"), doc_commands("### PostgreSQL")
+    assert one_host[-1].startswith("faultline serve") and postgres[-1].startswith("faultline serve")
+    lines = one_host if backend == "sqlite" else one_host[:2] + postgres[:-1] + one_host[2:-1] + postgres[-1:]
+    out = []
+    for line in lines:
+        for name in PLACEHOLDERS:
+            if name in values:
+                line = re.sub(rf"\b{name}=\S+", f"{name}={values[name]}", line)
+        out.append(re.sub(r"--port \d+", f"--port {port}", re.sub(r"--date \S+", f"--date {date}", line)))
+    out[-1] = "exec " + out[-1]  # the script's process becomes faultline serve
+    return "set -euo pipefail\n" + "\n".join(out) + "\n"
+
+
+class Serve:
+    """The docs' commands in bash, ending as ``faultline serve``; its output in a file."""
+
+    def __init__(self, tmp: Path, env: dict, script: str, port: int):
+        self.url = f"http://127.0.0.1:{port}"
         self.out = tmp / "serve.out"
-        argv = [str(BIN / "faultline"), "serve", "--storage", storage, "--landing", str(landing)]
-        argv += ["--warehouse", str(warehouse), "--port", str(self.port), "--log-dir", str(tmp / "logs")]
-        self.proc = subprocess.Popen(argv, env=env, cwd=tmp, stdout=open(self.out, "w"), stderr=subprocess.STDOUT)
+        (tmp / "deploy.sh").write_text(script)
+        with open(self.out, "w") as out:
+            self.proc = subprocess.Popen(["bash", str(tmp / "deploy.sh")], env=env, cwd=ROOT, stdout=out, stderr=out)
 
     def log(self) -> str:
         return self.out.read_text()
@@ -99,77 +128,73 @@ def storage(request):
             yield "postgres", pg.env
 
 
-def test_nightly_deployment(storage, tmp_path):
+def _new_files() -> set[str]:
+    """Untracked and ignored paths of the working tree (a temporary Dagster home would be one)."""
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True)
+    return {line for line in out.stdout.splitlines() if line[:2] in ("??", "!!") and "__pycache__" not in line}
+
+
+def test_nightly_deployment(storage, tmp_path, monkeypatch):
     backend, pg_env = storage
+    for name, value in pg_env.items():  # this process reads the instance too
+        monkeypatch.setenv(name, value)
     today = _utc_today()
     yesterday, before = today - dt.timedelta(days=1), today - dt.timedelta(days=2)
     landing, warehouse, home = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "dagster_home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "FAULTLINE_"))}
-    env.update(pg_env, DAGSTER_HOME=str(home), FAULTLINE_WORKERS="2")
-    _faultline(
-        "simulate",
-        "--out",
-        str(landing),
-        "--nodes",
-        "4",
-        "--days",
-        "2",
-        "--start-date",
-        str(before),
-        env=env,
-        cwd=tmp_path,
-    )
+    env.update(pg_env, PATH=f"{BIN}:{env.get('PATH', '')}", FAULTLINE_WORKERS="2")
+    days = ("--days", "2", "--start-date", str(before))
+    _faultline("simulate", "--out", str(landing), "--nodes", "4", *days, env=env, cwd=tmp_path)
     clusters = sorted(
         f"{p.parent.name}/{p.name}" for p in landing.glob("*/*") if p.is_dir() and p.parent.name != "_truth"
     )
     assert len(clusters) == 3
 
-    # 1. the CLI: `faultline run` with DAGSTER_HOME records its runs, materializations and checks
-    home.mkdir()
-    shipped = ROOT / "deploy" / ("dagster.yaml" if backend == "sqlite" else "dagster-postgres.yaml")
-    (home / "dagster.yaml").write_text(shipped.read_text())
-    _faultline(
-        "run", "--landing", str(landing), "--warehouse", str(warehouse), "--date", str(before), env=env, cwd=tmp_path
-    )
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        built = instance.get_materialized_partitions(dg.AssetKey("core_events"))
-        assert built == {f"{c.replace('/', ':')}|{before}" for c in clusters}
-        checks = instance.event_log_storage.get_asset_check_execution_history(
-            dg.AssetCheckKey(dg.AssetKey("ingest_audit"), "lines_balanced"), limit=10
-        )
-        # a range run's result speaks for all its partitions (recorded without one)
-        cli_runs = {r.dagster_run.run_id for r in deploy.runs(instance) if r.dagster_run.job_name == "faultline_lake"}
-        passed = {c.run_id for c in checks if c.status.value == "SUCCEEDED" and c.partition is None}
-        assert cli_runs and passed == cli_runs and not [c for c in checks if c.status.value == "FAILED"]
-    serve = Serve(
-        tmp_path,
-        env
-        | {
-            "FAULTLINE_INGEST_CRON": "* * * * *",  # the daemon ticks at the next minute
-            "FAULTLINE_ANALYTICS_CRON": "* * * * *",
-            "FAULTLINE_SENSOR_INTERVAL_S": "5",
-        },
-        landing,
-        warehouse,
-        backend,
-    )
+    tree = _new_files()
+    port = free_port()
+    values = {"DAGSTER_HOME": str(home), "FAULTLINE_LANDING": str(landing), "FAULTLINE_WAREHOUSE": str(warehouse)}
+    script = deployment_script(backend, values | pg_env, before, port)
+    tick_now = {  # the daemon ticks the schedules at the next minute; the sensor every 5 s
+        "FAULTLINE_INGEST_CRON": "* * * * *",
+        "FAULTLINE_ANALYTICS_CRON": "* * * * *",
+        "FAULTLINE_SENSOR_INTERVAL_S": "5",
+    }
+    serve = Serve(tmp_path, env | tick_now, script, port)
+    instance = None
     try:
-        deploy.wait_for("the webserver", lambda: "Dagster UI at" in serve.log(), 240)
+        deploy.wait_for("the webserver", lambda: "Dagster UI at" in serve.log() or serve.proc.poll() is not None, 600)
+        assert serve.proc.poll() is None, serve.log()
+        shipped = ROOT / "deploy" / ("dagster.yaml" if backend == "sqlite" else "dagster-postgres.yaml")
+        assert (home / "dagster.yaml").read_text() == shipped.read_text()
         instance = dg.DagsterInstance.from_config(str(home))
         _check_deployment(instance, serve, env, tmp_path, landing, warehouse, clusters, before, yesterday)
     finally:
         code = serve.stop()
         print(serve.log())
+        if instance is not None:
+            instance.dispose()
     assert code == 0
     # every process serve started is gone: the code server, both daemons, the webserver, the runs
     started = {p for name in ("code-server", "daemon", "webserver") for p in serve.pid_of(name)}
     assert started and not started & set(deploy.processes()), serve.log()
-    assert not deploy.children(serve.proc.pid)
-    instance.dispose()
+    assert _new_files() == tree  # nothing written into the working tree
 
 
 def _check_deployment(instance, serve, env, tmp, landing, warehouse, clusters, before, yesterday):
-    assert deploy.partitions_materialized(serve.url, "core_events") == 3  # the UI shows them
+    # 1. the docs' `faultline run`, with DAGSTER_HOME: its runs, materializations and checks are there
+    cli = [r for r in deploy.runs(instance) if r.dagster_run.job_name == "faultline_lake"]
+    assert cli and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in cli)
+    cli_ids = {r.dagster_run.run_id for r in cli}
+    mats = instance.fetch_materializations(dg.AssetKey("core_events"), limit=1000).records
+    assert {m.partition_key for m in mats if m.run_id in cli_ids} == {
+        f"{c.replace('/', ':')}|{before}" for c in clusters
+    }
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("ingest_audit"), "lines_balanced"), limit=100
+    )
+    # a range run's result speaks for all its partitions (recorded without one)
+    assert {c.run_id for c in checks if c.status.value == "SUCCEEDED" and c.partition is None} >= cli_ids
+    assert not [c for c in checks if c.status.value == "FAILED"]
 
     # 2. the nightly schedule, ticked by the daemon: yesterday's partition of every cluster
     scheduled = {"dagster/schedule_name": "nightly_ingest"}
@@ -312,3 +337,4 @@ def _check_deployment(instance, serve, env, tmp, landing, warehouse, clusters, b
     alone = {k: v for k, v in env.items() if k != "DAGSTER_HOME"}  # an ephemeral instance
     _faultline("run", "--landing", str(landing), "--warehouse", str(clean), env=alone, cwd=tmp)
     assert lake_hashes(warehouse) == lake_hashes(clean)
+    assert deploy.partitions_materialized(serve.url, "core_events") == 2 * len(clusters)  # the UI: CLI's and nightly's
