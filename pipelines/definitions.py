@@ -1,8 +1,5 @@
-"""The Dagster code location: everything is loaded from ``defs/``.
-
-The defs module is this package's own (``pipelines.defs`` under dg, ``faultline.defs`` when
-installed), so the location loads from any working directory, a checkout or not.
-"""
+"""The Dagster code location: everything is loaded from this package's own ``defs/``
+(``pipelines.defs`` under dg, ``faultline.defs`` installed), from any working directory."""
 
 import importlib
 from pathlib import Path

@@ -1,9 +1,6 @@
 """Nightly at 02:15 UTC: yesterday's partition of every cluster; at 03:45 the analytics.
-
-The times are cron strings from env ``FAULTLINE_INGEST_CRON`` and ``FAULTLINE_ANALYTICS_CRON``
-when set (read when the code location loads), so a deployment can move them and a test can
-make the daemon tick within a minute.
-"""
+Env ``FAULTLINE_INGEST_CRON`` / ``FAULTLINE_ANALYTICS_CRON`` (read when the code location
+loads) move them: a deployment's own times, or a test's tick within the minute."""
 
 import datetime as dt
 import os

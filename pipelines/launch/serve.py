@@ -1,11 +1,6 @@
-"""One host's Dagster deployment (``faultline serve``): a code server for the code location,
-``dagster-daemon`` and ``dagster-webserver`` pointed at it, started and stopped together.
-
-One code server serves both (no code server per process, none left behind): the runs are
-its child processes. Each child runs in its own process group and gets a signal when this
-process dies. A child that exits is restarted; stopping interrupts the runs in flight, which
-mark themselves failed and are retried at the next start (``run_retries``).
-"""
+"""One host's Dagster deployment (``faultline serve``): one code server for the code location,
+dagster-daemon and dagster-webserver pointed at it, the runs the code server's children;
+started together, a child restarted when it exits, all stopped together with nothing left."""
 
 from __future__ import annotations
 
