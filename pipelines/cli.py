@@ -17,6 +17,7 @@ from .commands.export import export
 from .commands.known import known
 from .commands.report import report
 from .commands.run import run
+from .commands.serve import serve
 from .commands.simulate import simulate
 from .commands.sql import sql
 from .commands.ticket import ticket
@@ -52,6 +53,7 @@ main.add_command(export)
 main.add_command(known)
 main.add_command(ticket)
 main.add_command(drain_list)
+main.add_command(serve)
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,7 @@
-"""The Dagster code location: everything is loaded from ``defs/``."""
+"""The Dagster code location: everything is loaded from this package's own ``defs/``
+(``pipelines.defs`` under dg, ``faultline.defs`` installed), from any working directory."""
 
+import importlib
 from pathlib import Path
 
 import dagster as dg
@@ -7,4 +9,7 @@ import dagster as dg
 
 @dg.definitions
 def defs() -> dg.Definitions:
-    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    here = Path(__file__).parent
+    return dg.ComponentTree.from_module(
+        defs_module=importlib.import_module(f"{__package__}.defs"), project_root=here
+    ).build_defs()

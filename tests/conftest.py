@@ -9,6 +9,8 @@ import pytest
 
 # run partitions in-process unless a test asks for worker processes (they cost a spawn each)
 os.environ.setdefault("FAULTLINE_WORKERS", "1")
+# runs never go into a developer's Dagster instance (faultline run records into DAGSTER_HOME)
+os.environ.pop("DAGSTER_HOME", None)
 
 from helpers.landing import make_landing  # noqa: E402
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,6 +29,13 @@ EXAMPLES = [
 ]
 
 
+def _serve_hint(home: str, landing: Path, warehouse: Path) -> str:
+    """The command that opens the Dagster UI on what the demo built."""
+    return (
+        f"DAGSTER_HOME={home} faultline serve --landing {landing} --warehouse {warehouse}, then http://127.0.0.1:3000"
+    )
+
+
 @click.command()
 @click.option(
     "--dir",
@@ -48,13 +57,24 @@ EXAMPLES = [
 def demo(workdir: Path, warehouse: Path, seed: int):
     """Simulate the demo fleet (3 providers, ~100 nodes, 7 days), run the pipeline and the
     analytics on it, write the nightly report, then print where everything is and three
-    queries to try."""
+    queries to try.
+
+    \b
+    The runs are recorded in the Dagster instance of DAGSTER_HOME, else in a fresh one in
+    DIR/dagster_home, so the Dagster UI (faultline serve) shows what the demo built."""
     from ..launch.local import run_pipeline
+    from ..launch.serve import prepare_home
     from ..simulate import simulate
     from ..simulate.evaluate import evaluate
 
     t0 = time.perf_counter()
     landing = workdir / "landing"
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:  # the demo's own instance, rebuilt with its landing folder
+        home = str((workdir / "dagster_home").resolve())
+        shutil.rmtree(home, ignore_errors=True)
+        prepare_home(home)
+        os.environ["DAGSTER_HOME"] = home
     click.echo(f"1/3 simulating the demo fleet into {landing} ...", err=True)
     sim = simulate(landing, scenario="demo", seed=seed, overwrite=True)
     click.echo(
@@ -91,6 +111,7 @@ def demo(workdir: Path, warehouse: Path, seed: int):
         f"  DuckDB views    {warehouse / 'faultline.duckdb'}   (duckdb -readonly {warehouse / 'faultline.duckdb'})"
     )
     click.echo(f"  report          {report_html}  (Markdown: {report_md})")
+    click.echo(f"  Dagster runs    {home}   (the UI: {_serve_hint(home, landing, warehouse)})")
     click.echo(
         f"\n  root-cause macro-F1 {fig['root_cause_macro_f1']:.2f} over {fig['failed_jobs']} failed jobs, "
         f"culprit accuracy {fig['culprit_top1_hw_net']:.2f} on hardware/network failures "

@@ -4,6 +4,7 @@ reruns the latest day of every cluster."""
 
 import hashlib
 import json
+import os
 
 import dagster as dg
 
@@ -13,6 +14,8 @@ from .partitions import clusters, dates, partition_key
 from .resources import LandingResource
 
 INVENTORY = "inventory.csv"
+#: seconds between ticks at least (env ``FAULTLINE_SENSOR_INTERVAL_S``, read when the code location loads)
+INTERVAL_S = int(os.environ.get("FAULTLINE_SENSOR_INTERVAL_S") or 120)
 
 
 def digest(files: dict[str, list[int]]) -> str:
@@ -36,7 +39,7 @@ def changed_partitions(landing: LandingResource, cursor: dict[str, str]) -> tupl
     return sorted(todo), now
 
 
-@dg.sensor(job=ingest_job, minimum_interval_seconds=120)
+@dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S)
 def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource) -> dg.SensorResult:
     todo, now = changed_partitions(landing, json.loads(context.cursor) if context.cursor else {})
     known_dates = set(context.instance.get_dynamic_partitions(dates.name))

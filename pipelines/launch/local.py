@@ -1,6 +1,6 @@
 """Run the ingest assets in-process or in worker processes (what ``faultline run`` does).
-The same lake job as the code location, cut into range runs (``plan``); the view file is
-rebuilt once, by this process, at the end (one writer)."""
+The same lake job as the code location, cut into range runs (``plan``), recorded in the instance of
+``$DAGSTER_HOME`` when set (each worker opens it); the view file is rebuilt once, here (one writer)."""
 
 from __future__ import annotations
 
@@ -61,9 +61,23 @@ def default_workers() -> int:
 
 
 #: per process: the lake job of the last (landing, warehouse, rule data), and the instance
-#: of the last batch's keys; a worker reuses both for every run it is given
+#: of the last batch's keys (or of DAGSTER_HOME); a worker reuses both for every run it is given
 _job_cache: dict[tuple, object] = {}
 _instance_cache: dict[tuple, dg.DagsterInstance] = {}
+_home_cache: dict[str, dg.DagsterInstance] = {}
+
+
+def configured_instance() -> dg.DagsterInstance | None:
+    """The instance of ``$DAGSTER_HOME`` (its dagster.yaml, else SQLite files there), opened
+    once per process; None without DAGSTER_HOME."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return None
+    if home not in _home_cache:
+        import dagster as dg
+
+        _home_cache[home] = dg.DagsterInstance.get()
+    return _home_cache[home]
 
 
 def _lake_job(landing: str, warehouse: str, models_dir: str | None):
@@ -78,13 +92,17 @@ def _lake_job(landing: str, warehouse: str, models_dir: str | None):
 
 
 def _batch_instance(keys: tuple[tuple[str, ...], tuple[str, ...]]) -> dg.DagsterInstance:
-    """An ephemeral instance that knows ``keys`` (every date and cluster key of the batch,
-    sorted, as ``batches`` ordered them): a range is read in the instance's order of keys."""
+    """The configured instance (``configured_instance``: the caller registered the keys), else
+    an ephemeral one that knows ``keys`` (every date and cluster key of the batch, sorted, as
+    ``batches`` ordered them): a range is read in the instance's order of keys."""
     import dagster as dg
 
     from ..defs.partitions import clusters as cluster_dim
     from ..defs.partitions import dates as date_dim
 
+    home = configured_instance()
+    if home is not None:
+        return home
     if keys not in _instance_cache:
         instance = dg.DagsterInstance.ephemeral()
         instance.add_dynamic_partitions(date_dim.name, list(keys[0]))
@@ -208,10 +226,12 @@ def run_pipeline(
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     tally = Tally(len(parts), progress)
-    # a caller's instance (tests, the UI) sees every run only when they run here
+    # a caller's instance (tests) sees every run only when they run here; the configured one
+    # (DAGSTER_HOME) is opened by every worker
+    home = configured_instance() if instance is None else None
     workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
     keys = batch_keys(parts)
-    jobs = [(str(landing), str(warehouse), models_dir, run) for run in batches(parts, workers, instance)]
+    jobs = [(str(landing), str(warehouse), models_dir, run) for run in batches(parts, workers, instance or home)]
     done = tally.add
 
     if workers == 1:
@@ -229,7 +249,7 @@ def run_pipeline(
             if saved is None:
                 os.environ.pop(PARSE_WORKERS_ENV, None)
     if tally.rows:
-        tally.totals.update(finish(warehouse, analytics, instance))
+        tally.totals.update(finish(warehouse, analytics, instance or home))
     return tally.summary(t0)
 
 

@@ -1,0 +1,1 @@
+"""Deployment files: the Dagster instance configs, the workspace, Helm values."""
