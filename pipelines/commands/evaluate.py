@@ -24,7 +24,8 @@ def evaluate(truth, warehouse, as_json, strict):
     """Root-cause macro-F1, unknown share, culprit accuracy, lemon precision/recall, bad racks
     found and provider rates covered by their intervals, each against its floor. Lemon recall
     is over the lemons that manifested in the logs; the recall over every injected lemon is
-    printed beside it (no floor)."""
+    printed beside it (no floor). A share of nothing (precision with no lemon flagged, recall
+    with no lemon to find) is n/a: neither a pass nor a miss."""
     from ..simulate.evaluate import FLOORS
     from ..simulate.evaluate import evaluate as score
     from ..simulate.truth import MANIFESTED_MIN_FAULTS
@@ -39,12 +40,9 @@ def evaluate(truth, warehouse, as_json, strict):
     else:
         for k, v in fig.items():
             floor = FLOORS.get(k)
-            mark = (
-                ""
-                if floor is None
-                else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
-            )
-            click.echo(f"{k:28} {v}{mark}")
+            verdict = "n/a " if ok.get(k) is None else "ok  " if ok[k] else "MISS"
+            mark = "" if floor is None else f"  {verdict} ({'<=' if k == 'unknown_share' else '>='} {floor})"
+            click.echo(f"{k:28} {'n/a' if v is None else v}{mark}")
         click.echo(
             f"\nlemon_recall is over the {fig['lemons_manifested']} lemons that manifested (their failing part "
             f"logged >= {MANIFESTED_MIN_FAULTS} faults in the window); lemon_recall_all_injected is over all "
@@ -63,5 +61,5 @@ def evaluate(truth, warehouse, as_json, strict):
                 f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
                 f"{'covered' if r['covered_up_time_rate'] else 'not covered'})"
             )
-    if strict and not all(ok.values()):
+    if strict and any(v is False for v in ok.values()):
         raise SystemExit(1)
