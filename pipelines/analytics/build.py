@@ -19,6 +19,7 @@ from .rates import (
     failure_causes,
     group_health,
     lemon_nodes,
+    node_failures,
     node_health,
     provider_comparison,
     rack_hotspots,
@@ -50,11 +51,13 @@ def compute(
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
     failures = attribute_failures(jobs, events, flight, domains, cfg)
-    nodes = node_health(exposure(inv, days), incidents, failures, cfg)
+    counted = node_failures(incidents, failures, cfg)
+    nodes = node_health(exposure(inv, days), incidents, failures, cfg, counted)
     sb = scoreboard(nodes, failures, cfg=cfg)
     return {
         "incidents": incidents,
         "job_failures": failures,
+        "node_failures": counted,
         "node_health": nodes,
         "rack_health": group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"]),
         "provider_scoreboard": sb,

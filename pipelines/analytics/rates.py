@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from .config import DEFAULT, AnalyticsConfig
+from .counting import counted_incident, infrastructure, utc_day
 from .stats import bh_reject, node_days_to_separate, poisson_ci, poisson_excess_p, rate_ratio_ci
 
 PER = 1000.0  # rates are failures per 1,000 node-days
@@ -62,10 +63,9 @@ def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: Anal
     counts such interruptions too (NCCL watchdog timeouts, thermal: field-numbers.md)."""
     keys = ["provider", "cluster", "node"]
     f = failures.filter(
-        pl.col("culprit_node").is_not_null()
-        & (pl.col("domain").is_in(["hardware", "software"]) | (pl.col("root_cause") == "collective_timeout"))
-    ).select("provider", "cluster", "job_id", pl.col("culprit_node").alias("node"), "started", "ended")
-    serious = incidents.filter(pl.col("severity").is_in(["error", "critical"])).select(*keys, "first_ts")
+        pl.col("culprit_node").is_not_null() & (infrastructure() | (pl.col("root_cause") == "collective_timeout"))
+    ).select("provider", "cluster", "job_id", pl.col("culprit_node").alias("node"), "started", "ended", "root_cause")
+    serious = incidents.filter(counted_incident()).select(*keys, "first_ts")
     after = pl.duration(seconds=cfg.attribution_after_s)
     explained = (
         f.join(serious, on=keys, how="inner")
@@ -76,29 +76,78 @@ def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: Anal
     return f.join(explained, on=["provider", "cluster", "job_id"], how="anti")
 
 
+NODE_FAILURE_SCHEMA = pl.Schema(
+    {
+        "provider": pl.String,
+        "cluster": pl.String,
+        "node": pl.String,
+        "kind": pl.String,
+        "ref": pl.String,
+        "category": pl.String,
+        "ts": pl.Datetime("us", "UTC"),
+        "day": pl.Date,
+    }
+)
+
+
+def node_failures(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """One row per failure a node's rate counts (``counting``): ``kind`` ``incident`` (a
+    counted incident its rack does not share; ``ref`` its incident id) or ``interruption``
+    (``job_interruptions``; ``ref`` the job id, ``ts`` the job's end)."""
+    own = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null()).select(
+        "provider",
+        "cluster",
+        "node",
+        kind=pl.lit("incident"),
+        ref=pl.col("incident_id") if "incident_id" in incidents.columns else pl.lit(None, pl.String),
+        category=pl.col("category"),
+        ts=pl.col("first_ts"),
+    )
+    cut = job_interruptions(incidents, failures, cfg).select(
+        "provider",
+        "cluster",
+        "node",
+        kind=pl.lit("interruption"),
+        ref=pl.col("job_id"),
+        category=pl.col("root_cause"),
+        ts=pl.col("ended"),
+    )
+    out = pl.concat([own.cast(dict(own.schema)), cut.cast(dict(own.schema))]).with_columns(day=utc_day("ts"))
+    return out.select([pl.col(c).cast(t) for c, t in NODE_FAILURE_SCHEMA.items()]).sort(
+        "provider", "cluster", "node", "ts", "kind", "ref"
+    )
+
+
 def node_health(
-    expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT
+    expo: pl.DataFrame,
+    incidents: pl.DataFrame,
+    failures: pl.DataFrame,
+    cfg: AnalyticsConfig = DEFAULT,
+    counted: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per node: independent serious incidents (those shared by a rack are the rack's, see
     ``rack_hotspots``), job interruptions with no serious incident (``job_interruptions``),
-    failures (the two together: what the rate counts), failed jobs it caused, GPU-hours lost,
-    rate with exact interval."""
+    failures (the two together: what the rate counts, one ``node_failures`` row each), failed
+    jobs it caused, GPU-hours lost, rate with exact interval."""
     keys = ["provider", "cluster", "node"]
-    inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
+    counted = node_failures(incidents, failures, cfg) if counted is None else counted
+    inc = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null())
     per_node = inc.group_by(keys).agg(
-        pl.len().alias("incidents"),
         pl.col("category").mode().sort().first().alias("top_category"),
         pl.col("first_ts").max().alias("last_incident"),
     )
-    interrupted = job_interruptions(incidents, failures, cfg).group_by(keys).agg(pl.len().alias("interruptions"))
+    tally = counted.group_by(keys).agg(
+        (pl.col("kind") == "incident").sum().alias("incidents"),
+        (pl.col("kind") == "interruption").sum().alias("interruptions"),
+    )
     hits = (
-        failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"]))
+        failures.filter(pl.col("culprit_node").is_not_null() & infrastructure())
         .group_by("provider", "cluster", pl.col("culprit_node").alias("node"))
         .agg(pl.len().alias("failed_jobs"), fsum("gpu_hours_lost").alias("gpu_hours_lost"))
     )
     df = (
         expo.join(per_node, on=keys, how="left")
-        .join(interrupted, on=keys, how="left")
+        .join(tally, on=keys, how="left")
         .join(hits, on=keys, how="left")
         .with_columns(
             pl.col("incidents").fill_null(0).cast(pl.Int64),
@@ -134,10 +183,8 @@ def scoreboard(
         g = group_health(nodes, keys)
         f = failures.group_by(keys).agg(
             pl.len().alias("failed_jobs_all"),
-            (pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_failed_jobs"),
-            fsum(pl.col("gpu_hours_lost").filter(pl.col("domain").is_in(["hardware", "software"]))).alias(
-                "infra_gpu_hours_lost"
-            ),
+            infrastructure().sum().alias("infra_failed_jobs"),
+            fsum(pl.col("gpu_hours_lost").filter(infrastructure())).alias("infra_gpu_hours_lost"),
         )
         g = g.drop("failed_jobs").join(f, on=keys, how="left").with_columns(level=pl.lit(level))
         if level == "provider":
@@ -277,9 +324,9 @@ def lemon_nodes(
         ),
     )
     # a signature is the incident's category and the rule that named it (MCE, Xid 79, ...)
-    serious = incidents.filter(
-        pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null()
-    ).with_columns(sig=pl.format("{}/{}", "category", pl.col("rule_ids").list.first()))
+    serious = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null()).with_columns(
+        sig=pl.format("{}/{}", "category", pl.col("rule_ids").list.first())
+    )
     per_sig = (
         nodes.select(*keys, "node_days")
         .join(serious.select("provider", "cluster", "sig").unique(), on=["provider", "cluster"])
@@ -374,7 +421,7 @@ def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: Analyt
     if incidents.is_empty() or not need <= set(incidents.columns):
         return pl.DataFrame(schema=cols)
     inc = incidents.filter(
-        pl.col("severity").is_in(["error", "critical"])
+        counted_incident()
         & pl.col("gpu_pci").is_not_null()
         & pl.col("category").is_in(list(cfg.repeat_gpu_fault_categories))
         & pl.col("rack_incident_id").is_null()

@@ -261,6 +261,20 @@ def connect(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def covered_day(con: duckdb.DuckDBPyConnection, day: dt.date | None = None) -> dt.date:
+    """``day`` if the warehouse covers it (default: its last day), else ``QueryError`` naming
+    the days it does cover, so a date outside the data is an error, never a page of zeros."""
+    first, last, n = con.execute("SELECT min(date), max(date), count(DISTINCT date) FROM ingest_audit").fetchall()[0]
+    if last is None:
+        raise QueryError("the warehouse has no ingested days yet: run `faultline run` first")
+    if day is None:
+        return last
+    hit = con.execute("SELECT count(*) FROM ingest_audit WHERE date = ?", [day]).fetchall()[0][0]
+    if not hit:
+        raise QueryError(f"{day} is not in the warehouse (it covers {first} to {last}, {n} day(s))")
+    return day
+
+
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     """``sql`` as one SELECT statement, or ``ReadOnlyError`` saying what it is instead."""
     try:

@@ -305,7 +305,7 @@ def test_explain_node(wh, demo):
     out = res.output
     assert f"Node {node}" in out and "95% CI" in out and "cluster" in out and "lemon" in out.lower()
     assert "Incidents in the last 3 day(s)" in out and "gpu_bus_lost" in out
-    assert "Failed jobs blamed on it" in out and info["jobs"][0] in out
+    assert "Infrastructure failures blamed on it" in out and info["jobs"][0] in out
     assert "\x1b" not in out and BIDI not in out
     res = CliRunner().invoke(explain, ["node", HOSTILE_NODE, "--warehouse", str(wh)])
     assert res.exit_code == 0 and "\x1b" not in res.output and BIDI not in res.output
