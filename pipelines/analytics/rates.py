@@ -538,15 +538,28 @@ def _repeat_user_xids(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame
 
 
 def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Racks failing more than their cluster, or with correlated multi-node incidents."""
-    racks = group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"])
-    racks = racks.with_columns(
+    """Racks failing more than their cluster (the rate test, on every node of the rack but the
+    one with the most incidents), or whose nodes failed together (the correlation test: rack
+    incidents); ``flagged_by`` says which."""
+    keys = ["provider", "cluster", "rack"]
+    racked = nodes.filter(pl.col("rack").is_not_null())
+    racks = group_health(racked, keys)
+    # the rate test leaves out the rack's worst node: one bad node (a lemon) is not a bad rack
+    worst = (
+        racked.sort(["incidents", "node"], descending=[True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("incidents").first().alias("_wk"), pl.col("node_days").first().alias("_we"))
+    )
+    racks = racks.join(worst, on=keys, how="left").with_columns(
         _k=pl.col("incidents").sum().over("provider", "cluster") - pl.col("incidents"),
         _e=pl.col("node_days").sum().over("provider", "cluster") - pl.col("node_days"),
+        tested_incidents=(pl.col("incidents") - pl.col("_wk")).cast(pl.Int64),
     )
-    expected = (racks["_k"].to_numpy() + 0.5) / np.maximum(racks["_e"].to_numpy(), 1e-9) * racks["node_days"].to_numpy()
-    p = poisson_excess_p(racks["incidents"].to_numpy(), expected)
-    rej = bh_reject(p, cfg.fdr) & (racks["incidents"].to_numpy() >= cfg.rack_min_incidents)
+    tested = racks["tested_incidents"].to_numpy()
+    exposure = racks["node_days"].to_numpy() - racks["_we"].to_numpy()
+    expected = (racks["_k"].to_numpy() + 0.5) / np.maximum(racks["_e"].to_numpy(), 1e-9) * exposure
+    p = poisson_excess_p(tested, expected)
+    rej = bh_reject(p, cfg.fdr) & (tested >= cfg.rack_min_incidents)
     corr = (
         incidents.filter(pl.col("rack_incident_id").is_not_null())
         .group_by("provider", "cluster", "rack")
@@ -568,23 +581,31 @@ def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsCo
                 [
                     pl.when(pl.col("_stat")).then(
                         pl.format(
-                            "{} incidents in {} node-days vs {} expected (p={})",
-                            "incidents",
-                            pl.col("node_days").round(1),
+                            "{} incidents on its nodes but the worst vs {} expected (p={})",
+                            "tested_incidents",
                             pl.col("expected").round(2),
                             pl.col("p_value").round_sig_figs(2),
                         )
                     ),
                     pl.when(pl.col("correlated_incidents") > 0).then(
                         pl.format(
-                            "{} times {} nodes or more failed together ({})",
+                            "{} times {} or more of its nodes failed together (up to {} at once, {})",
                             "correlated_incidents",
+                            pl.lit(cfg.rack_incident_min_nodes),
                             "max_nodes_together",
                             "correlated_category",
                         )
                     ),
                 ],
                 separator="; ",
+                ignore_nulls=True,
+            ),
+            flagged_by=pl.concat_str(
+                [
+                    pl.when(pl.col("_stat")).then(pl.lit("rate")),
+                    pl.when(pl.col("correlated_incidents") > 0).then(pl.lit("correlation")),
+                ],
+                separator="+",
                 ignore_nulls=True,
             ),
             action=pl.when(pl.col("correlated_category") == "network")
@@ -598,11 +619,13 @@ def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsCo
             "n_nodes",
             "node_days",
             "incidents",
+            "tested_incidents",
             "expected",
             "p_value",
             "correlated_incidents",
             "correlated_category",
             "max_nodes_together",
+            "flagged_by",
             "reason",
             "action",
         )
