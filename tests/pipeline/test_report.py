@@ -24,15 +24,17 @@ from faultline.report.data import load
 from faultline.report.renderer import MAX_BYTES, render_html
 
 SECTIONS = [
+    "do-first",
     "headline",
+    "failed-jobs",
     "scoreboard",
     "causes",
     "timeline",
     "racks",
     "lemons",
-    "failed-jobs",
     "signatures",
     "data-quality",
+    "evidence",
     "postmortems",
 ]
 ALLOWED_TAGS = {
@@ -80,6 +82,8 @@ ALLOWED_TAGS = {
     "article",
     "figure",
     "figcaption",
+    "details",
+    "summary",
 }
 
 

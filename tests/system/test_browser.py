@@ -25,15 +25,17 @@ from faultline.report import build_report
 
 ARTIFACTS = Path(os.environ.get("FAULTLINE_TEST_ARTIFACTS", Path(__file__).parents[1] / "artifacts"))
 SECTIONS = [
+    "do-first",
     "headline",
+    "failed-jobs",
     "scoreboard",
     "causes",
     "timeline",
     "racks",
     "lemons",
-    "failed-jobs",
     "signatures",
     "data-quality",
+    "evidence",
     "postmortems",
 ]
 FLAGS = [
