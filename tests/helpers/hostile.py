@@ -22,9 +22,9 @@ HOSTILE_RACK = f"r{SCRIPT}"
 
 def _inject(landing: Path) -> dict:
     """Put hostile strings where logs, Slurm and the inventory carry free text."""
-    from faultline.ingest.hostlist import expand_hostlist
-
     import polars as pl
+
+    from faultline.ingest.hostlist import expand_hostlist
 
     lemons = set(pl.read_parquet(landing / "_truth" / "lemons.parquet")["node"].to_list())
     day_dir = sorted((landing / "northwind" / "a1").iterdir())[-1]

@@ -1,0 +1,34 @@
+"""The demo warehouse as `faultline demo` builds it (default scenario and seed), once per test
+session: the folder, what the command printed, and how long it took."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+
+def demo_warehouse(base: Path) -> tuple[Path, Path, str, float]:
+    """(work folder, warehouse, the command's stdout and stderr, seconds) of `faultline demo`
+    run in ``base`` (reused when ``base`` already holds one)."""
+    from faultline.cli import main
+
+    base.mkdir(parents=True, exist_ok=True)
+    wh, marker = base / "warehouse", base / "demo.json"
+    if marker.is_file() and (wh / "faultline.duckdb").is_file():
+        done = json.loads(marker.read_text())
+        return base, wh, done["output"], done["seconds"]
+    cwd = os.getcwd()
+    os.chdir(base)  # the demo's defaults: ./demo and ./warehouse
+    try:
+        started = time.perf_counter()
+        res = CliRunner().invoke(main, ["demo"], catch_exceptions=False)
+        seconds = time.perf_counter() - started
+    finally:
+        os.chdir(cwd)
+    assert res.exit_code == 0, res.output
+    marker.write_text(json.dumps({"output": res.output, "seconds": seconds}))
+    return base, wh, res.output, seconds
