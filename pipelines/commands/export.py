@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._options import parse_date
+from ._options import check_out, mkdir_option, parse_date
 from .sql import open_warehouse, warehouse_option
 
 
@@ -225,11 +225,13 @@ def export() -> None:
 @click.option(
     "--date", "day", callback=parse_date, help="UTC day to export (YYYY-MM-DD). Default: the last day in the warehouse."
 )
-def export_prometheus(warehouse: Path, out: Path | None, day):
+@mkdir_option
+def export_prometheus(warehouse: Path, out: Path | None, day, mkdir: bool):
     """Per-node, rack, cluster and provider failures of the last day, rates with 95% intervals
     and lemon flags, in the Prometheus text format (node_exporter textfile collector)."""
     from ..lake.queries import QueryError
 
+    check_out(out, mkdir)
     con = open_warehouse(warehouse)
     try:
         text = prometheus_text(con, day)
