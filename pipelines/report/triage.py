@@ -38,6 +38,7 @@ CATEGORY_WORDS = {
 _XID = re.compile(r"\bS?Xid \(PCI:[^)]*\): (\d+)")
 _STAMP = re.compile(r"^\[[^\]]*\] \S+ ")  # "[2026-11-07T05:19:31Z] node " of the evidence line
 _KERNEL = re.compile(r"^.*? kernel: (?:\[ *\d+\.\d+\] )?")
+_NOTES = re.compile(r" \(\+\d+ watchdog timeout line.*$|; culprit by \S+$")  # attribution's notes on the line
 LEMON_TESTS = {
     "rate": "the rate test (its incidents against the rest of its cluster, leave-one-out Poisson)",
     "repeat_signature": "the repeat test (one failure signature, category and rule, recurring on it)",
@@ -58,7 +59,7 @@ def xid_names() -> dict[int, str]:
 def message(evidence: str | None) -> str:
     """The evidence's first line without its time, node and syslog prefix."""
     line = (evidence or "").split("\n", 1)[0]
-    line = _STAMP.sub("", line)
+    line = _NOTES.sub("", _STAMP.sub("", line))
     return _KERNEL.sub("", line).strip()
 
 
@@ -86,7 +87,8 @@ def to_drain(
 ) -> list[dict[str, Any]]:
     """One row per node or rack to drain or ticket: the night's infrastructure failures and
     incidents whose action needs the hardware looked at, every lemon and every bad rack. The
-    most urgent action wins; the night's rows before standing flags, then GPU-hours lost."""
+    most urgent action wins; the night's rows first, then standing flags, each by action and
+    GPU-hours lost."""
     rows: dict[tuple, dict[str, Any]] = {}
 
     def add(key, target, kind, provider, cluster, action, reason, href, tonight, gpu_hours=0.0, category=None):
@@ -115,7 +117,7 @@ def to_drain(
     for j in infra_jobs:
         if j.get("culprit_node") and j.get("action") in RANK:
             key = (j["provider"], j["cluster"], "node", j["culprit_node"])
-            reason = f"{j['brief']}; killed job {j['job_id']} ({j['gpu_hours_lost'] or 0:,.1f} GPU-h)"
+            reason = f"{j['brief'].rstrip('.')}; killed job {j['job_id']} ({j['gpu_hours_lost'] or 0:,.1f} GPU-h)"
             add(
                 key,
                 j["culprit_node"],
@@ -179,7 +181,7 @@ def to_drain(
         )
     out = sorted(
         rows.values(),
-        key=lambda r: (RANK[r["action"]], not r["tonight"], -r["gpu_hours"], r["provider"], r["cluster"], r["target"]),
+        key=lambda r: (not r["tonight"], RANK[r["action"]], -r["gpu_hours"], r["provider"], r["cluster"], r["target"]),
     )
     for r in out:
         r.pop("categories")
