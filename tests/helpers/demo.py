@@ -32,3 +32,22 @@ def demo_warehouse(base: Path) -> tuple[Path, Path, str, float]:
     assert res.exit_code == 0, res.output
     marker.write_text(json.dumps({"output": res.output, "seconds": seconds}))
     return base, wh, res.output, seconds
+
+
+#: the lottery month of the browser test: the scenario's 5 providers and 30 days on 160 of its
+#: 512 nodes (the full month takes about 6 minutes to simulate and ingest on 2 cores)
+LOTTERY = {"scenario": "lottery", "nodes": 160, "days": 30, "seed": 0}
+
+
+def lottery_warehouse(base: Path) -> Path:
+    """The ``LOTTERY`` month simulated and run under ``base``, once."""
+    from faultline.launch.local import run_pipeline
+    from faultline.simulate import simulate
+
+    wh, marker = base / "warehouse", base / "lottery.json"
+    if marker.is_file() and (wh / "faultline.duckdb").is_file():
+        return wh
+    simulate(base / "landing", overwrite=True, **LOTTERY)
+    run_pipeline(base / "landing", wh)
+    marker.write_text(json.dumps(LOTTERY))
+    return wh
