@@ -59,7 +59,7 @@ _EVENT = _cols(
     ("severity", S, "info, warning, error, critical"),
     ("action", S, "taxonomy action"),
     ("rule_id", S, "rule (or model) that decided the category"),
-    ("template", S, "message with numbers, addresses and ids masked"),
+    ("template", S, "message with numbers, addresses, ids, host names and ranks masked"),
     ("message", S, "message without its prefix (joined lines newline-separated)"),
     ("raw", S, "the physical line(s) as read"),
 )
