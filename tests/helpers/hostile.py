@@ -27,6 +27,9 @@ def _inject(landing: Path) -> dict:
     from faultline.ingest.hostlist import expand_hostlist
 
     lemons = set(pl.read_parquet(landing / "_truth" / "lemons.parquet")["node"].to_list())
+    truth = pl.read_parquet(landing / "_truth" / "jobs.parquet")
+    # a job the scheduler ended: its log holds no error of its own that would decide before the Xid
+    ended = set(truth.filter(pl.col("root_cause") == "scheduler")["job_id"].to_list())
     day_dir = sorted((landing / "northwind" / "a1").iterdir())[-1]
     sacct = day_dir / "slurm" / "sacct.txt"
     lines = sacct.read_text().splitlines()
@@ -40,6 +43,8 @@ def _inject(landing: Path) -> dict:
         if not f[col["End"]] or f[col["End"]] == "Unknown":
             continue
         if lemons & set(expand_hostlist(f[col["NodeList"]])):  # a lemon's own faults would decide
+            continue
+        if f[col["JobID"]] not in ended:
             continue
         f[col["JobName"]] = "job" + HOSTILE
         f[col["User"]] = "u" + IMG + ANSI + BIDI
