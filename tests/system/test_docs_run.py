@@ -19,7 +19,9 @@ from helpers.demo import demo_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "sql" / "README.md"]
-RUNS = re.compile(r"^(?:\.venv/bin/)?(?:faultline|duckdb)\b|^\{ echo .*\| (?:\.venv/bin/)?duckdb\b")
+RUNS = re.compile(
+    r"^(?:\.venv/bin/)?(?:faultline|duckdb)\b|^\{ echo .*\| (?:\.venv/bin/)?duckdb\b|^gzip -c .*\| (?:\.venv/bin/)?faultline\b"
+)
 NOT_HERE = {
     "python3 -m venv .venv": "the install itself (CI installs from scratch: .ci/run)",
     ".venv/bin/python -m pytest": "the test suite",
@@ -35,6 +37,7 @@ NOT_HERE = {
     "faultline simulate --out sim/landing --scenario lottery": "the 512-node month: minutes (docs/evaluation.md)",
     "faultline run --landing sim/landing": "ingests that month",
     "faultline evaluate --truth sim/landing/_truth": "scores that month (the demo's own evaluate runs below)",
+    "faultline known check": "shows the error a malformed file gives (tests/pipeline/test_known_warehouse.py)",
 }
 
 
