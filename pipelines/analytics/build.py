@@ -21,6 +21,7 @@ from .rates import (
     failure_causes,
     group_health,
     lemon_nodes,
+    node_failures,
     node_health,
     provider_comparison,
     rack_hotspots,
@@ -57,11 +58,13 @@ def compute(
     as_of = days["date"].max() if days.height else None
     ki = apply_known_issues(known, incidents, failures, events, inv, domains, as_of)
     incidents, failures = ki["incidents"], ki["job_failures"]
-    nodes = node_health(exposure(inv, days), incidents, failures, cfg)
+    counted = node_failures(incidents, failures, cfg)
+    nodes = node_health(exposure(inv, days), incidents, failures, cfg, counted)
     sb = scoreboard(nodes, failures, cfg=cfg)
     return {
         "incidents": incidents,
         "job_failures": failures,
+        "node_failures": counted,
         "node_health": nodes,
         "rack_health": group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"]),
         "provider_scoreboard": sb,

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from .config import DEFAULT, AnalyticsConfig
+from .counting import counted_incident, infrastructure, utc_day
 from .stats import bh_reject, node_days_to_separate, poisson_ci, poisson_excess_p, rate_ratio_ci
 
 PER = 1000.0  # rates are failures per 1,000 node-days
@@ -59,10 +60,9 @@ def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: Anal
     that node (or its rack) from the job's start to ``attribution_after_s`` after its end."""
     keys = ["provider", "cluster", "node"]
     f = failures.filter(
-        pl.col("culprit_node").is_not_null()
-        & (pl.col("domain").is_in(["hardware", "software"]) | (pl.col("root_cause") == "collective_timeout"))
-    ).select("provider", "cluster", "job_id", pl.col("culprit_node").alias("node"), "started", "ended")
-    serious = incidents.filter(pl.col("severity").is_in(["error", "critical"])).select(*keys, "first_ts")
+        pl.col("culprit_node").is_not_null() & (infrastructure() | (pl.col("root_cause") == "collective_timeout"))
+    ).select("provider", "cluster", "job_id", pl.col("culprit_node").alias("node"), "started", "ended", "root_cause")
+    serious = incidents.filter(counted_incident()).select(*keys, "first_ts")
     after = pl.duration(seconds=cfg.attribution_after_s)
     explained = (
         f.join(serious, on=keys, how="inner")
@@ -73,28 +73,77 @@ def job_interruptions(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: Anal
     return f.join(explained, on=["provider", "cluster", "job_id"], how="anti")
 
 
+NODE_FAILURE_SCHEMA = pl.Schema(
+    {
+        "provider": pl.String,
+        "cluster": pl.String,
+        "node": pl.String,
+        "kind": pl.String,
+        "ref": pl.String,
+        "category": pl.String,
+        "ts": pl.Datetime("us", "UTC"),
+        "day": pl.Date,
+    }
+)
+
+
+def node_failures(incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
+    """One row per failure a node's rate counts (``counting``): ``kind`` ``incident`` (a
+    counted incident its rack does not share; ``ref`` its incident id) or ``interruption``
+    (``job_interruptions``; ``ref`` the job id, ``ts`` the job's end)."""
+    own = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null()).select(
+        "provider",
+        "cluster",
+        "node",
+        kind=pl.lit("incident"),
+        ref=pl.col("incident_id") if "incident_id" in incidents.columns else pl.lit(None, pl.String),
+        category=pl.col("category"),
+        ts=pl.col("first_ts"),
+    )
+    cut = job_interruptions(incidents, failures, cfg).select(
+        "provider",
+        "cluster",
+        "node",
+        kind=pl.lit("interruption"),
+        ref=pl.col("job_id"),
+        category=pl.col("root_cause"),
+        ts=pl.col("ended"),
+    )
+    out = pl.concat([own.cast(dict(own.schema)), cut.cast(dict(own.schema))]).with_columns(day=utc_day("ts"))
+    return out.select([pl.col(c).cast(t) for c, t in NODE_FAILURE_SCHEMA.items()]).sort(
+        "provider", "cluster", "node", "ts", "kind", "ref"
+    )
+
+
 def node_health(
-    expo: pl.DataFrame, incidents: pl.DataFrame, failures: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT
+    expo: pl.DataFrame,
+    incidents: pl.DataFrame,
+    failures: pl.DataFrame,
+    cfg: AnalyticsConfig = DEFAULT,
+    counted: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per node: independent serious incidents (not the rack's), job interruptions without one,
-    failures (the two together: what the rate counts), failed jobs it caused, GPU-hours lost, and
-    the rate with its exact interval."""
+    failures (the two together: what the rate counts, one ``node_failures`` row each), failed jobs
+    it caused, GPU-hours lost, and the rate with its exact interval."""
     keys = ["provider", "cluster", "node"]
-    inc = incidents.filter(pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null())
+    counted = node_failures(incidents, failures, cfg) if counted is None else counted
+    inc = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null())
     per_node = inc.group_by(keys).agg(
-        pl.len().alias("incidents"),
         pl.col("category").mode().sort().first().alias("top_category"),
         pl.col("first_ts").max().alias("last_incident"),
     )
-    interrupted = job_interruptions(incidents, failures, cfg).group_by(keys).agg(pl.len().alias("interruptions"))
+    tally = counted.group_by(keys).agg(
+        (pl.col("kind") == "incident").sum().alias("incidents"),
+        (pl.col("kind") == "interruption").sum().alias("interruptions"),
+    )
     hits = (
-        failures.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"]))
+        failures.filter(pl.col("culprit_node").is_not_null() & infrastructure())
         .group_by("provider", "cluster", pl.col("culprit_node").alias("node"))
         .agg(pl.len().alias("failed_jobs"), fsum("gpu_hours_lost").alias("gpu_hours_lost"))
     )
     df = (
         expo.join(per_node, on=keys, how="left")
-        .join(interrupted, on=keys, how="left")
+        .join(tally, on=keys, how="left")
         .join(hits, on=keys, how="left")
         .with_columns(
             pl.col("incidents").fill_null(0).cast(pl.Int64),
@@ -130,10 +179,8 @@ def scoreboard(
         g = group_health(nodes, keys)
         f = failures.group_by(keys).agg(
             pl.len().alias("failed_jobs_all"),
-            (pl.col("domain").is_in(["hardware", "software"])).sum().alias("infra_failed_jobs"),
-            fsum(pl.col("gpu_hours_lost").filter(pl.col("domain").is_in(["hardware", "software"]))).alias(
-                "infra_gpu_hours_lost"
-            ),
+            infrastructure().sum().alias("infra_failed_jobs"),
+            fsum(pl.col("gpu_hours_lost").filter(infrastructure())).alias("infra_gpu_hours_lost"),
         )
         g = g.drop("failed_jobs").join(f, on=keys, how="left").with_columns(level=pl.lit(level))
         if level == "provider":
@@ -270,9 +317,9 @@ def lemon_nodes(
         ),
     )
     # a signature is the incident's category and the rule that named it (MCE, Xid 79, ...)
-    serious = incidents.filter(
-        pl.col("severity").is_in(["error", "critical"]) & pl.col("rack_incident_id").is_null()
-    ).with_columns(sig=pl.format("{}/{}", "category", pl.col("rule_ids").list.first()))
+    serious = incidents.filter(counted_incident() & pl.col("rack_incident_id").is_null()).with_columns(
+        sig=pl.format("{}/{}", "category", pl.col("rule_ids").list.first())
+    )
     per_sig = (
         nodes.select(*keys, "node_days")
         .join(serious.select("provider", "cluster", "sig").unique(), on=["provider", "cluster"])
@@ -366,7 +413,7 @@ def _repeat_gpu_faults(incidents: pl.DataFrame, nodes: pl.DataFrame, cfg: Analyt
     if incidents.is_empty() or not need <= set(incidents.columns):
         return pl.DataFrame(schema=cols)
     inc = incidents.filter(
-        pl.col("severity").is_in(["error", "critical"])
+        counted_incident()
         & pl.col("gpu_pci").is_not_null()
         & pl.col("category").is_in(list(cfg.repeat_gpu_fault_categories))
         & pl.col("rack_incident_id").is_null()
@@ -483,15 +530,28 @@ def _repeat_user_xids(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame
 
 
 def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.DataFrame:
-    """Racks failing more than their cluster, or with correlated multi-node incidents."""
-    racks = group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"])
-    racks = racks.with_columns(
+    """Racks failing more than their cluster (the rate test, on every node of the rack but the
+    one with the most incidents), or whose nodes failed together (the correlation test: rack
+    incidents); ``flagged_by`` says which."""
+    keys = ["provider", "cluster", "rack"]
+    racked = nodes.filter(pl.col("rack").is_not_null())
+    racks = group_health(racked, keys)
+    # the rate test leaves out the rack's worst node: one bad node (a lemon) is not a bad rack
+    worst = (
+        racked.sort(["incidents", "node"], descending=[True, False])
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("incidents").first().alias("_wk"), pl.col("node_days").first().alias("_we"))
+    )
+    racks = racks.join(worst, on=keys, how="left").with_columns(
         _k=pl.col("incidents").sum().over("provider", "cluster") - pl.col("incidents"),
         _e=pl.col("node_days").sum().over("provider", "cluster") - pl.col("node_days"),
+        tested_incidents=(pl.col("incidents") - pl.col("_wk")).cast(pl.Int64),
     )
-    expected = (racks["_k"].to_numpy() + 0.5) / np.maximum(racks["_e"].to_numpy(), 1e-9) * racks["node_days"].to_numpy()
-    p = poisson_excess_p(racks["incidents"].to_numpy(), expected)
-    rej = bh_reject(p, cfg.fdr) & (racks["incidents"].to_numpy() >= cfg.rack_min_incidents)
+    tested = racks["tested_incidents"].to_numpy()
+    exposure = racks["node_days"].to_numpy() - racks["_we"].to_numpy()
+    expected = (racks["_k"].to_numpy() + 0.5) / np.maximum(racks["_e"].to_numpy(), 1e-9) * exposure
+    p = poisson_excess_p(tested, expected)
+    rej = bh_reject(p, cfg.fdr) & (tested >= cfg.rack_min_incidents)
     corr = (
         incidents.filter(pl.col("rack_incident_id").is_not_null())
         .group_by("provider", "cluster", "rack")
@@ -513,23 +573,31 @@ def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsCo
                 [
                     pl.when(pl.col("_stat")).then(
                         pl.format(
-                            "{} incidents in {} node-days vs {} expected (p={})",
-                            "incidents",
-                            pl.col("node_days").round(1),
+                            "{} incidents on its nodes but the worst vs {} expected (p={})",
+                            "tested_incidents",
                             pl.col("expected").round(2),
                             pl.col("p_value").round_sig_figs(2),
                         )
                     ),
                     pl.when(pl.col("correlated_incidents") > 0).then(
                         pl.format(
-                            "{} times {} nodes or more failed together ({})",
+                            "{} times {} or more of its nodes failed together (up to {} at once, {})",
                             "correlated_incidents",
+                            pl.lit(cfg.rack_incident_min_nodes),
                             "max_nodes_together",
                             "correlated_category",
                         )
                     ),
                 ],
                 separator="; ",
+                ignore_nulls=True,
+            ),
+            flagged_by=pl.concat_str(
+                [
+                    pl.when(pl.col("_stat")).then(pl.lit("rate")),
+                    pl.when(pl.col("correlated_incidents") > 0).then(pl.lit("correlation")),
+                ],
+                separator="+",
                 ignore_nulls=True,
             ),
             action=pl.when(pl.col("correlated_category") == "network")
@@ -543,11 +611,13 @@ def rack_hotspots(nodes: pl.DataFrame, incidents: pl.DataFrame, cfg: AnalyticsCo
             "n_nodes",
             "node_days",
             "incidents",
+            "tested_incidents",
             "expected",
             "p_value",
             "correlated_incidents",
             "correlated_category",
             "max_nodes_together",
+            "flagged_by",
             "reason",
             "action",
         )

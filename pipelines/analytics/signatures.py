@@ -31,6 +31,11 @@ SIGNATURE_SCHEMA = pl.Schema(
         "families": pl.List(pl.String),
         "first_seen": pl.Datetime("us", "UTC"),
         "last_seen": pl.Datetime("us", "UTC"),
+        "first_day": pl.Date,
+        "last_day": pl.Date,
+        "n_jobs": pl.Int64,
+        "clusters": pl.List(pl.String),
+        "sample_source": pl.String,
         "predicted_category": pl.String,
         "confidence": pl.Float64,
         "resolved_by_model": pl.Boolean,
@@ -103,29 +108,45 @@ def unknown_signatures(
     distance_threshold: float = DISTANCE_THRESHOLD,
     max_clustered_keys: int = MAX_CLUSTERED_KEYS,
 ) -> pl.DataFrame:
-    """One row per signature of the events the rules call ``unknown`` (pass the lake's ``events``),
-    most frequent first: its id (sha1 of the representative template's key), up to 20 templates,
-    nodes, times and the model's guess (``resolved_by_model``: it reaches ``threshold``)."""
+    """One row per signature of the events the rules call ``unknown`` (pass the lake's ``events``;
+    each message is masked here, so days ingested before a mask change group alike), most frequent
+    first: templates, nodes, days, jobs, example and its source, the model's guess (docs/tables.md)."""
     if "category" not in events.columns:
         raise ValueError("events need a `category` column")
     ev = events.filter(pl.col("category") == "unknown")
     if ev.is_empty():
         return pl.DataFrame(schema=SIGNATURE_SCHEMA)
-    if "template" in ev.columns:
-        tpl = pl.col("template").fill_null("")
-        if "message" in ev.columns:
-            ev = ev.with_columns(_t=pl.when(tpl == "").then(pl.lit(None)).otherwise(tpl))
-            ev = ev.with_columns(_t=pl.coalesce("_t", mask(ev["message"].str.split("\n").list.first())))
-        else:
-            ev = ev.with_columns(_t=tpl)
-    else:
+    # masked here from the message (the lake's template was masked by whichever faultline
+    # wrote that day), so old and new days group alike; the template when there is no message
+    if "message" in ev.columns:
         ev = ev.with_columns(_t=mask(ev["message"].str.split("\n").list.first()))
-    ts = pl.col("ts") if "ts" in ev.columns else pl.lit(None, pl.Datetime("us", "UTC"))
+        if "template" in ev.columns:
+            ev = ev.with_columns(_t=pl.when(pl.col("_t") == "").then(pl.col("template")).otherwise(pl.col("_t")))
+    else:
+        ev = ev.with_columns(_t=pl.col("template").fill_null(""))
+
+    def col(name: str, dtype) -> pl.Expr:
+        return pl.col(name) if name in ev.columns else pl.lit(None, dtype)
+
+    where = (
+        pl.concat_str([pl.col("provider"), pl.col("cluster")], separator="/")
+        if {"provider", "cluster"} <= set(ev.columns)
+        else pl.lit(None, pl.String)
+    )
+    ref = (
+        pl.concat_str([pl.col("source"), pl.col("line_no").cast(pl.String)], separator=":")
+        if {"source", "line_no"} <= set(ev.columns)
+        else pl.lit(None, pl.String)
+    )
     ev = ev.with_columns(
         _key=template_key(pl.col("_t")),
-        _ts=ts,
-        _node=pl.col("node") if "node" in ev.columns else pl.lit(None, pl.String),
-        _family=pl.col("family") if "family" in ev.columns else pl.lit(None, pl.String),
+        _ts=col("ts", pl.Datetime("us", "UTC")),
+        _day=col("date", pl.Date),
+        _node=col("node", pl.String),
+        _job=col("job_id", pl.String),
+        _where=where,
+        _ref=ref,
+        _family=col("family", pl.String),
         _raw=(pl.col("raw") if "raw" in ev.columns else pl.col("message") if "message" in ev.columns else pl.col("_t"))
         .str.split("\n")
         .list.first(),
@@ -162,9 +183,9 @@ def unknown_signatures(
     example = (
         ev.join(rep, on="_sig")
         .filter(pl.col("_t") == pl.col("template"))
-        .sort(["_ts", "_i"], nulls_last=True)
+        .sort(["_day", "_ts", "_ref", "_i"], nulls_last=True)
         .group_by("_sig", maintain_order=True)
-        .agg(pl.col("_raw").first().alias("example"))
+        .agg(pl.col("_raw").first().alias("example"), pl.col("_ref").first().alias("sample_source"))
     )
     agg = ev.group_by("_sig").agg(
         pl.col("_rep").sum().cast(pl.Int64).alias("count"),
@@ -173,6 +194,10 @@ def unknown_signatures(
         pl.col("_family").drop_nulls().unique().sort().alias("families"),
         pl.col("_ts").min().alias("first_seen"),
         pl.col("_ts").max().alias("last_seen"),
+        pl.col("_day").min().alias("first_day"),
+        pl.col("_day").max().alias("last_day"),
+        pl.col("_job").drop_nulls().n_unique().cast(pl.Int64).alias("n_jobs"),
+        pl.col("_where").drop_nulls().unique().sort().alias("clusters"),
     )
     out = (
         agg.join(rep, on="_sig")

@@ -20,17 +20,38 @@ _RECOVERY_ACTIONS = {
     "node reboot required": "reboot_node",
 }
 
+# Masks, in order: what varies between two lines of one kind (ids, addresses, host names,
+# ranks, numbers) becomes a placeholder, so the lines share a template.
+_HEX = "0-9a-fA-F"
 _MASKS = [
-    (r"(?i)GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<UUID>"),
+    (rf"(?:GPU-)?[{_HEX}]{{8}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{4}}-[{_HEX}]{{12}}\b", "<UUID>"),
     (r"(?i)\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-7])?\b", "<PCI>"),
+    (r"(?i)\b[0-9a-f]{2}(?::[0-9a-f]{2}){5}\b", "<MAC>"),
+    (r"(?i)\b(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}\b|\bfe80::[0-9a-f:]*[0-9a-f]\b", "<IP>"),
     (r"\b\d{1,3}(?:\.\d{1,3}){3}(?:<\d+>|:\d+)?", "<IP>"),
     (r"(?i)\b0x[0-9a-f_]+\b", "<HEX>"),
     (r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?", "<TS>"),
+    # host names where the line's grammar says so (Slurm, torchrun, slurmstepd) ...
+    (r"(srun: error: )[^\s:]+(:)", "${1}<NODE>${2}"),
+    (r"(\*\*\* (?:JOB|STEP) \S+ ON )\S+", "${1}<NODE>"),
+    (r"(?i)(\bhost(?:name)?\s*[:=]\s*)[A-Za-z][\w.-]*", "${1}<NODE>"),
+    (r"(?i)(\bnode(?:name)?=|\bnodes? )[A-Za-z][\w.-]*\d[\w.-]*", "${1}<NODE>"),
+    # ... device names that look like host names are kept (the joiner U+E000 hides their "-") ...
+    (r"(?i)\b(nvidia)-(nvswitch)", "${1}\ue000${2}"),
+    (r"(?i)\b(dm|md|i2c|utf|x86|iso|ucs|cp|e[357]|loop|nbd|zram|tty[a-z]*)-(\d)", "${1}\ue000${2}"),
+    # ... and name-N, name-rNN-nNN, ip-10-0-0-1, css2-g55-001 anywhere but in a path
+    (r"(^|[^\w/.-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-[A-Za-z0-9]*\d(?:\.[A-Za-z][\w-]*)*\b", "${1}<NODE>"),
+    ("\ue000", "-"),
+    (r"(?i)\b(rank|local_rank|global_rank|task|worker|proc|default)\d+\b", "${1}<NUM>"),
+    (r"\b\d{8,}\b", "<NUM>"),
+    (r"(?i)\b[0-9a-f]{8,}\b", "<HEX>"),
     (r"\b\d+(?:\.\d+)?\b", "<NUM>"),
 ]
 
 
 def mask_template(msg: pl.Expr) -> pl.Expr:
+    """The message with ids, addresses, host names, ranks and numbers masked (``_MASKS``):
+    lines of one kind share this template, the model reads it and signatures group by it."""
     out = msg
     for pattern, repl in _MASKS:
         out = out.str.replace_all(pattern, repl)

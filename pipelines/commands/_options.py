@@ -34,3 +34,25 @@ def parse_date(_ctx, _param, value):
         return dt.date.fromisoformat(value)
     except ValueError as exc:
         raise click.BadParameter(f"{value!r} is not a YYYY-MM-DD date") from exc
+
+
+mkdir_option = click.option(
+    "--mkdir", is_flag=True, help="Create the folder of --out when it does not exist (else that is an error)."
+)
+
+
+def check_out(out, mkdir: bool) -> None:
+    """A local ``--out`` file's folder must exist, or be made with ``--mkdir``: a mistyped path
+    is an error, never a new folder tree. URLs pass (object stores have no folders)."""
+    from ..lake.storage import is_url
+
+    if out is None or is_url(out):
+        return
+    folder = Path(out).parent
+    if folder.is_dir():
+        return
+    if folder.exists():
+        raise click.BadParameter(f"{folder} is not a folder", param_hint="--out")
+    if not mkdir:
+        raise click.BadParameter(f"the folder {folder} does not exist (create it, or pass --mkdir)", param_hint="--out")
+    folder.mkdir(parents=True)

@@ -23,7 +23,7 @@ import click
 def evaluate(truth, warehouse, as_json, strict):
     """Score the warehouse against a simulator's truth, each figure against its floor: root-cause
     macro-F1, unknown share, culprit accuracy, lemon precision and recall (over the lemons that
-    manifested; over all, no floor), bad racks found, provider rates covered (docs/evaluation.md)."""
+    manifested), bad racks found, provider rates covered; a share of nothing is n/a (docs/evaluation.md)."""
     from ..simulate.evaluate import FLOORS
     from ..simulate.evaluate import evaluate as score
     from ..simulate.truth import MANIFESTED_MIN_FAULTS
@@ -38,12 +38,9 @@ def evaluate(truth, warehouse, as_json, strict):
     else:
         for k, v in fig.items():
             floor = FLOORS.get(k)
-            mark = (
-                ""
-                if floor is None
-                else (f"  {'ok  ' if ok[k] else 'MISS'} ({'<=' if k == 'unknown_share' else '>='} {floor})")
-            )
-            click.echo(f"{k:28} {v}{mark}")
+            verdict = "n/a " if ok.get(k) is None else "ok  " if ok[k] else "MISS"
+            mark = "" if floor is None else f"  {verdict} ({'<=' if k == 'unknown_share' else '>='} {floor})"
+            click.echo(f"{k:28} {'n/a' if v is None else v}{mark}")
         click.echo(
             f"\nlemon_recall is over the {fig['lemons_manifested']} lemons that manifested (their failing part "
             f"logged >= {MANIFESTED_MIN_FAULTS} faults in the window); lemon_recall_all_injected is over all "
@@ -62,5 +59,5 @@ def evaluate(truth, warehouse, as_json, strict):
                 f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
                 f"{'covered' if r['covered_up_time_rate'] else 'not covered'})"
             )
-    if strict and not all(ok.values()):
+    if strict and any(v is False for v in ok.values()):
         raise SystemExit(1)

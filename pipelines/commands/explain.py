@@ -165,19 +165,31 @@ def explain_node(name: str, warehouse: Path, days: int, max_lines: int):
             lemon = run_sql(
                 con, "SELECT * FROM lemon_nodes WHERE node = $node AND provider = $provider AND cluster = $cluster", key
             ).to_dicts()
+            window = {**key, "since": since}
             incidents = run_sql(
                 con,
-                "SELECT * FROM incidents WHERE node = $node AND provider = $provider "
-                "AND cluster = $cluster AND CAST(timezone('UTC', first_ts) AS DATE) >= $since "
-                "ORDER BY first_ts",
-                {**key, "since": since},
+                "SELECT * FROM counted_incidents WHERE node = $node AND provider = $provider "
+                "AND cluster = $cluster AND day >= $since ORDER BY first_ts",
+                window,
+            ).to_dicts()
+            notices = run_sql(
+                con,
+                "SELECT category, severity, count(*) AS n FROM incidents WHERE node = $node "
+                "AND provider = $provider AND cluster = $cluster AND severity NOT IN ('error', 'critical') "
+                "AND CAST(timezone('UTC', first_ts) AS DATE) >= $since GROUP BY ALL ORDER BY n DESC, category",
+                window,
+            ).to_dicts()
+            counted = run_sql(
+                con,
+                "SELECT * FROM node_failures WHERE node = $node AND provider = $provider "
+                "AND cluster = $cluster AND day >= $since ORDER BY ts",
+                window,
             ).to_dicts()
             blamed = run_sql(
                 con,
-                "SELECT * FROM job_failures WHERE culprit_node = $node AND provider = $provider "
-                "AND cluster = $cluster AND CAST(timezone('UTC', ended) AS DATE) >= $since "
-                "ORDER BY ended",
-                {**key, "since": since},
+                "SELECT * FROM counted_failed_jobs WHERE culprit_node = $node AND provider = $provider "
+                "AND cluster = $cluster AND infrastructure AND day >= $since ORDER BY ended",
+                window,
             ).to_dicts()
             timeline = run_query(con, "node_timeline", {**key, "since": since, "max_rows": max_lines}).to_dicts()
             click.echo(
@@ -187,6 +199,8 @@ def explain_node(name: str, warehouse: Path, days: int, max_lines: int):
                     cl[0] if cl else None,
                     lemon[0] if lemon else None,
                     incidents,
+                    notices,
+                    counted,
                     blamed,
                     timeline,
                     days,
@@ -201,7 +215,7 @@ def explain_node(name: str, warehouse: Path, days: int, max_lines: int):
         con.close()
 
 
-def _node_text(node, health, cluster, lemon, incidents, blamed, timeline, days, since, last) -> str:
+def _node_text(node, health, cluster, lemon, incidents, notices, counted, blamed, timeline, days, since, last) -> str:
     where = f"{_s(node['provider'])}/{_s(node['cluster'])}"
     out = [
         click.style(f"Node {_s(node['node'])}", bold=True)
@@ -210,8 +224,9 @@ def _node_text(node, health, cluster, lemon, incidents, blamed, timeline, days, 
     if health:
         out.append(
             f"  rate        {_n(health['rate_per_1k'])} failures per 1,000 node-days "
-            f"(95% CI {_n(health['ci_low'])} to {_n(health['ci_high'])}); {health['incidents']} incident(s) in "
-            f"{_n(health['node_days'], 0)} node-day(s), all covered days"
+            f"(95% CI {_n(health['ci_low'])} to {_n(health['ci_high'])}) over every covered day: "
+            f"{health['failures']} failure(s) ({health['incidents']} incident(s) its rack does not share + "
+            f"{health['interruptions']} interruption(s)) in {_n(health['node_days'], 0)} node-day(s)"
         )
     else:
         out.append("  rate        - (no covered node-days)")
@@ -238,13 +253,32 @@ def _node_text(node, health, cluster, lemon, incidents, blamed, timeline, days, 
         )
     else:
         out.append("  lemon       no")
-    out += ["", click.style(f"Incidents in the last {days} day(s) ({since} to {last}): {len(incidents)}", bold=True)]
+    shared = sum(1 for i in incidents if i["rack_shared"])
+    out += [
+        "",
+        click.style(f"Incidents in the last {days} day(s) ({since} to {last}): {len(incidents)}", bold=True)
+        + f"  (severity error or critical; {shared} shared with rack-mates)",
+    ]
     for i in incidents:
+        rack = f" [rack incident, {i['rack_nodes']} nodes]" if i["rack_shared"] else ""
         out.append(
             f"  {_t(i['first_ts'])}  {_s(i['category'], 18):18} {_s(i['severity'], 8):8} "
-            f"{i['n_events']} event(s), action {_s(i['action'])}: {_s(i['sample'], 140)}"
+            f"{i['n_events']} event(s), action {_s(i['action'])}{rack}: {_s(i['sample'], 140)}"
         )
-    out += ["", click.style(f"Failed jobs blamed on it in the last {days} day(s): {len(blamed)}", bold=True)]
+    if notices:
+        what = ", ".join(f"{n['n']} {_s(n['category'])} ({_s(n['severity'])})" for n in notices)
+        out.append(f"  not counted (info/warning): {what}")
+    n_inc = sum(1 for c in counted if c["kind"] == "incident")
+    out += [
+        "",
+        click.style(f"Node failures in the last {days} day(s): {len(counted)}", bold=True)
+        + f"  (what the rate counts: {n_inc} incident(s) its rack does not share + "
+        f"{len(counted) - n_inc} interruption(s))",
+    ]
+    out += [
+        "",
+        click.style(f"Infrastructure failures blamed on it in the last {days} day(s): {len(blamed)}", bold=True),
+    ]
     for j in blamed:
         out.append(
             f"  {_t(j['ended'])}  job {_s(j['job_id'])} ({_s(j['job_name'], 40)}, {_s(j['user'], 20)}) "

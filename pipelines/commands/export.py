@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._options import parse_date
+from ._options import check_out, mkdir_option, parse_date
 from .sql import open_warehouse, warehouse_option
 
 
@@ -61,19 +61,15 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
     """Build the exposition for the UTC day ``day`` (default: the last day in the warehouse)."""
     import polars as pl
 
-    from ..lake.queries import QueryError, run_query, run_sql
+    from ..lake.queries import covered_day, run_query, run_sql
 
-    last = run_sql(con, "SELECT max(date) AS d FROM ingest_audit")["d"][0]
-    if last is None:
-        raise QueryError("the warehouse has no ingested days yet: run `faultline run` first")
-    day = day or last
+    day = covered_day(con, day)
     end = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=dt.timezone.utc)
     window = f"the 24 hours of UTC day {day.isoformat()}"
     nodes = run_sql(con, "SELECT provider, cluster, rack, node FROM inventory_latest")
     inc = run_sql(
         con,
-        "SELECT provider, cluster, node FROM incidents WHERE severity IN ('error', 'critical') "
-        "AND CAST(timezone('UTC', first_ts) AS DATE) = $day",
+        "SELECT provider, cluster, node FROM counted_incidents WHERE day = $day",
         {"day": day},
     )
     fails = run_query(con, "failed_jobs", {"day": day, "max_rows": 10_000_000})
@@ -82,7 +78,7 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
         pl.col("n").fill_null(0)
     )
     blamed = (
-        fails.filter(pl.col("culprit_node").is_not_null() & pl.col("domain").is_in(["hardware", "software"]))
+        fails.filter(pl.col("culprit_node").is_not_null() & pl.col("infrastructure"))
         .group_by("provider", "cluster", pl.col("culprit_node").alias("node"))
         .agg(pl.len().alias("jobs"))
     )
@@ -91,8 +87,8 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
     e = Exposition()
     name = "faultline_failures_24h"
     help_failures = (
-        f"Node incidents (hardware/software faults, severity error or critical) that began in {window}, "
-        "per node, rack, cluster and provider."
+        f"Incidents (counted_incidents: hardware/software faults of severity error or critical) that began "
+        f"in {window}, per node, rack, cluster and provider."
     )
     for r in nodes.sort("provider", "cluster", "node").iter_rows(named=True):
         e.add(
@@ -135,7 +131,7 @@ def prometheus_text(con, day: dt.date | None = None) -> str:
 
     per_cluster = fails.group_by("provider", "cluster").agg(
         pl.len().alias("jobs"),
-        pl.col("domain").is_in(["hardware", "software"]).sum().alias("infra"),
+        pl.col("infrastructure").sum().alias("infra"),
         pl.col("gpu_hours_lost").sum().alias("hours"),
     )
     clusters = (
@@ -229,11 +225,13 @@ def export() -> None:
 @click.option(
     "--date", "day", callback=parse_date, help="UTC day to export (YYYY-MM-DD). Default: the last day in the warehouse."
 )
-def export_prometheus(warehouse: Path, out: Path | None, day):
+@mkdir_option
+def export_prometheus(warehouse: Path, out: Path | None, day, mkdir: bool):
     """Per-node, rack, cluster and provider failures of the last day, rates with 95% intervals
     and lemon flags, in the Prometheus text format (node_exporter textfile collector)."""
     from ..lake.queries import QueryError
 
+    check_out(out, mkdir)
     con = open_warehouse(warehouse)
     try:
         text = prometheus_text(con, day)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._options import parse_date
+from ._options import check_out, mkdir_option, parse_date
 from .sql import warehouse_option
 
 
@@ -32,13 +32,15 @@ from .sql import warehouse_option
     default=None,
     help="html (default) or md; inferred from --out ending in .md.",
 )
-def report(warehouse: Path, out: Path, day, fmt):
-    """Write the nightly report: headline numbers, provider scoreboard with intervals, causes,
-    timeline, rack heatmaps, lemons, failed jobs with postmortems, new signatures. The HTML page
-    needs nothing else to open: no scripts, fonts or network requests (docs/queries.md)."""
+@mkdir_option
+def report(warehouse: Path, out: Path, day, fmt, mkdir: bool):
+    """Write the nightly report: what to do first (nodes and racks to drain or ticket, the night's
+    infrastructure failures, new signatures), then the numbers, known issues, scoreboard, causes, racks,
+    lemons and postmortems. The HTML page needs no scripts, fonts or network (docs/queries.md)."""
     from ..lake.queries import QueryError, db_exists_hint
     from ..report import build_report
 
+    check_out(out, mkdir)
     fmt = fmt or ("md" if out.suffix.lower() in (".md", ".markdown") else "html")
     hint = db_exists_hint(warehouse)
     if hint:

@@ -157,7 +157,7 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     click.echo(_table(rows, ["partition", "files", "lines", "events", "quarantined", "seconds"]))
     if summary.get("analytics"):
         click.echo(
-            "analytics: "
+            "analytics tables (rows): "
             + ", ".join(f"{k} {v}" for k, v in summary["analytics"].items())
             + f" ({summary['analytics_seconds']:.1f}s)",
             err=True,

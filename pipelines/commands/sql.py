@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from ._options import LOCATION
+from ._options import LOCATION, check_out, mkdir_option
 
 FORMATS = ("table", "csv", "json", "parquet")
 TABLE_ROWS = 100
@@ -60,12 +59,21 @@ def _flat(df):
     )
 
 
-def _table(df, rows: int) -> str:
+def table_width(wide: bool) -> int:
+    """Characters a table may take: the terminal's width (``COLUMNS`` first, 200 when the output
+    is not a terminal), or no limit with ``--wide``."""
+    import shutil
+
+    return 65_535 if wide else shutil.get_terminal_size((200, 24)).columns  # polars: at most a u16
+
+
+def _table(df, rows: int, wide: bool = False) -> str:
     import polars as pl
 
     from ..report.sanitize import terminal
 
     shown = df.head(rows) if rows >= 0 else df
+    width = table_width(wide)
     # log text can carry escape sequences: never let them reach the terminal
     strings = [c for c, t in shown.schema.items() if t == pl.String]
     if strings and shown.height:
@@ -73,8 +81,8 @@ def _table(df, rows: int) -> str:
     with pl.Config(
         tbl_rows=-1,
         tbl_cols=-1,
-        fmt_str_lengths=80,
-        tbl_width_chars=int(os.environ.get("COLUMNS", 200)),
+        fmt_str_lengths=65_535 if wide else 80,
+        tbl_width_chars=width,
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=False,
     ):
@@ -87,7 +95,7 @@ def _table(df, rows: int) -> str:
     )
 
 
-def write_frame(df, fmt: str, out: Path | None, rows: int = TABLE_ROWS) -> None:
+def write_frame(df, fmt: str, out: Path | None, rows: int = TABLE_ROWS, wide: bool = False) -> None:
     """Print or write ``df`` in ``fmt`` (JSON: an array of objects, one per row)."""
     if fmt == "parquet":
         if out is None:
@@ -98,7 +106,7 @@ def write_frame(df, fmt: str, out: Path | None, rows: int = TABLE_ROWS) -> None:
     elif fmt == "json":
         text = df.write_json() if df.height else "[]"
     else:
-        text = _table(df, rows)
+        text = _table(df, rows, wide)
     if fmt != "parquet":
         if out is None:
             click.echo(text.rstrip("\n"))
@@ -147,7 +155,11 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Write here instead of stdout.")
 @click.option("--rows", type=int, default=TABLE_ROWS, show_default=True, help="Rows shown by --format table (-1: all).")
-def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
+@click.option(
+    "--wide", is_flag=True, help="--format table: no width limit and whole strings (default: the terminal's width)."
+)
+@mkdir_option
+def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows, wide, mkdir):
     """Query the warehouse, read-only: one SELECT (or WITH/FROM/DESCRIBE/SHOW/SUMMARIZE) STATEMENT,
     '-' for stdin, or a named query. Anything that writes, attaches, installs or loads is refused,
     and the connection could not do it anyway (docs/queries.md, sql/README.md)."""
@@ -161,11 +173,14 @@ def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
     if statement and query_name:
         raise click.UsageError("give a SQL statement or --query NAME, not both")
     if not statement and not query_name:
-        raise click.UsageError('give a SQL statement (e.g. "SELECT * FROM scoreboard"), --query NAME or --list')
+        raise click.UsageError(
+            'give a SQL statement (e.g. "SELECT * FROM provider_scoreboard"), --query NAME or --list'
+        )
     if params and not query_name:
         raise click.UsageError("--param goes with --query NAME")
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
+    check_out(out, mkdir)
     if statement == "-":
         statement = sys.stdin.read()
     try:
@@ -184,4 +199,4 @@ def sql(statement, warehouse, query_name, params, list_queries, fmt, out, rows):
                 con.close()
     except QueryError as exc:
         raise click.ClickException(str(exc)) from exc
-    write_frame(df, fmt, out, rows)
+    write_frame(df, fmt, out, rows, wide)

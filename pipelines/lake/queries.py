@@ -244,6 +244,20 @@ def connect(warehouse: str | os.PathLike) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def covered_day(con: duckdb.DuckDBPyConnection, day: dt.date | None = None) -> dt.date:
+    """``day`` if the warehouse covers it (default: its last day), else ``QueryError`` naming
+    the days it does cover, so a date outside the data is an error, never a page of zeros."""
+    first, last, n = con.execute("SELECT min(date), max(date), count(DISTINCT date) FROM ingest_audit").fetchall()[0]
+    if last is None:
+        raise QueryError("the warehouse has no ingested days yet: run `faultline run` first")
+    if day is None:
+        return last
+    hit = con.execute("SELECT count(*) FROM ingest_audit WHERE date = ?", [day]).fetchall()[0][0]
+    if not hit:
+        raise QueryError(f"{day} is not in the warehouse (it covers {first} to {last}, {n} day(s))")
+    return day
+
+
 def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     """``sql`` as one SELECT statement, or ``ReadOnlyError`` saying what it is instead."""
     try:
@@ -286,7 +300,7 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, Any] 
     try:
         return _frame(con, sql, params)
     except duckdb.Error as exc:
-        raise QueryError(_short(exc)) from exc
+        raise QueryError(_short(exc, con)) from exc
 
 
 def run_query(
@@ -315,7 +329,7 @@ def _run_bound(con: duckdb.DuckDBPyConnection, query: NamedQuery, values: Mappin
             con.execute(f'SET VARIABLE "{key}" = ?', [value])
         return _frame(con, query.sql)
     except duckdb.Error as exc:
-        raise QueryError(f"query {query.name!r} failed: {_short(exc)}") from exc
+        raise QueryError(f"query {query.name!r} failed: {_short(exc, con)}") from exc
     finally:
         for key in values:
             try:
@@ -324,12 +338,39 @@ def _run_bound(con: duckdb.DuckDBPyConnection, query: NamedQuery, values: Mappin
                 pass
 
 
-def _short(exc: BaseException) -> str:
+def _short(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None) -> str:
+    """The error's first line, with a hint that names only tables, views and queries that exist."""
     text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    if isinstance(exc, duckdb.CatalogException) and "does not exist" in line:
-        line += " (the warehouse lacks this table or view: rebuild it with `faultline run`)"
+    lines = text.splitlines() or [type(exc).__name__]
+    line = lines[0]
+    missing = re.search(r"with name (\S+) does not exist", line)
+    if isinstance(exc, duckdb.CatalogException) and missing:
+        name = missing.group(1).strip("\"'")
+        tables = _table_names(con)
+        close = difflib.get_close_matches(name, tables, n=3, cutoff=0.5)
+        close += [t for t in tables if len(name) >= 4 and name.lower() in t.lower()]
+        close = list(dict.fromkeys(close))[:3]
+        if name in load_queries():
+            also = f"; the table{'s' if len(close) > 1 else ''} {' or '.join(close)}?" if close else ""
+            line += f" ({name} is a named query, not a table: faultline sql --query {name}{also})"
+        elif close:
+            line += f' (did you mean {" or ".join(close)}? faultline sql "SHOW TABLES" lists them all)'
+        else:
+            line += ' (faultline sql "SHOW TABLES" lists the tables and views)'
+    else:
+        hint = next((x for x in lines[1:] if x.startswith(("Did you mean", "Candidate bindings"))), None)
+        if hint:
+            line += f" ({hint})"
     return line
+
+
+def _table_names(con: duckdb.DuckDBPyConnection | None) -> list[str]:
+    if con is None:
+        return []
+    try:
+        return sorted({r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()})
+    except duckdb.Error:  # pragma: no cover - a closed connection
+        return []
 
 
 def describe(queries: Mapping[str, NamedQuery] | None = None) -> list[dict[str, Any]]:

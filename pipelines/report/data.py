@@ -1,4 +1,5 @@
-"""Everything one night's report shows, read from the warehouse through the named queries."""
+"""Everything one night's report shows, read from the warehouse through the named queries and
+the counting views; what to do first comes first (``triage``)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,20 @@ import duckdb
 import polars as pl
 
 from ..lake import queries as Q
+from . import known as K
+from . import triage
+from .counts import counts
 from .headline import SQL_MACRO, header_pattern
 from .sanitize import slug
 
-MAX_JOBS = 200  # failed jobs listed, each with a postmortem
+MAX_JOBS = 200  # user and scheduler failures listed (folded), each with a postmortem
 MAX_LINES = 40  # postmortem timeline lines per job
 MAX_CHART_DAYS = 60  # days in the timeline and heatmaps
 MAX_HEATMAP_RACKS = 60  # racks per cluster in a heatmap (the most incidents first)
 MAX_SIGNATURES = 50
 MAX_LINE_CHARS = 400  # one log line in a page
+SIGNATURE_DAYS = 7  # "new": first seen this many days up to the night
+TOP_LINES = 12  # timeline lines a postmortem shows unfolded
 METRICS = ("failed_jobs", "infra_failed_jobs", "gpu_hours_lost", "incidents")
 
 
@@ -30,6 +36,9 @@ class ReportData:
     last_day: dt.date
     covered_days: list[dt.date]
     generated_at: dt.datetime
+    night: dict[str, Any] = field(default_factory=dict)  # counts.counts on the night
+    totals: dict[str, Any] = field(default_factory=dict)  # ... over every covered day
+    drain: list[dict[str, Any]] = field(default_factory=list)  # nodes and racks to drain or ticket
     headline: list[dict[str, Any]] = field(default_factory=list)
     daily: list[dict[str, Any]] = field(default_factory=list)  # one row per covered day
     scoreboard: list[dict[str, Any]] = field(default_factory=list)
@@ -38,8 +47,13 @@ class ReportData:
     heatmaps: list[dict[str, Any]] = field(default_factory=list)  # one per cluster
     lemons: list[dict[str, Any]] = field(default_factory=list)
     racks: list[dict[str, Any]] = field(default_factory=list)
-    jobs: list[dict[str, Any]] = field(default_factory=list)  # the night's failed jobs (capped)
-    jobs_total: int = 0
+    infra_jobs: list[dict[str, Any]] = field(default_factory=list)  # every infrastructure failure of the night
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # the other failed jobs (capped)
+    jobs_total: int = 0  # every failed job of the night
+    other_total: int = 0  # ... of them not infrastructure
+    by_cause: list[dict[str, Any]] = field(default_factory=list)  # user and scheduler failures by cause
+    by_user: list[dict[str, Any]] = field(default_factory=list)  # ... by user
+    node_evidence: list[dict[str, Any]] = field(default_factory=list)  # the night's incidents of listed nodes
     signatures: list[dict[str, Any]] = field(default_factory=list)
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     providers: int = 0
@@ -47,6 +61,10 @@ class ReportData:
     nodes: int = 0
     limits: dict[str, int] = field(default_factory=dict)
     known: dict[str, Any] = field(default_factory=dict)  # the known-issues section (known_issues())
+
+    @property
+    def postmortems(self) -> list[dict[str, Any]]:
+        return self.infra_jobs + self.jobs
 
 
 def covered_days(con: duckdb.DuckDBPyConnection) -> list[dt.date]:
@@ -62,12 +80,7 @@ def load(
     max_lines: int = MAX_LINES,
 ) -> ReportData:
     days = covered_days(con)
-    if not days:
-        raise Q.QueryError("the warehouse has no ingested days yet: run `faultline run` first")
-    if day is None:
-        day = days[-1]
-    elif day not in days:
-        raise Q.QueryError(f"{day} is not in the warehouse (covered: {days[0]} .. {days[-1]}, {len(days)} days)")
+    day = Q.covered_day(con, day)
     shown = [d for d in days if d <= day][-MAX_CHART_DAYS:]
     data = ReportData(
         warehouse=warehouse,
@@ -82,18 +95,28 @@ def load(
             "chart_days": MAX_CHART_DAYS,
             "heatmap_racks": MAX_HEATMAP_RACKS,
             "signatures": MAX_SIGNATURES,
+            "signature_days": SIGNATURE_DAYS,
         },
     )
+    data.night, data.totals = counts(con, day), counts(con)
     _daily_and_headline(con, data, days)
     _scoreboard(con, data)
     _causes(con, data)
     _heatmaps(con, data)
-    data.lemons = _rows(Q.run_query(con, "lemon_nodes", {"max_rows": 200}))
-    data.racks = _rows(Q.run_query(con, "rack_hotspots", {"only_hotspots": True, "max_rows": 200}))
+    data.lemons = [triage.explain_lemon(r) for r in _rows(Q.run_query(con, "lemon_nodes", {"max_rows": 200}))]
+    hot = Q.run_query(con, "rack_hotspots", {"only_hotspots": True, "max_rows": 200})
+    data.racks = [triage.explain_rack(r) for r in _rows(hot)]
     _jobs(con, data, max_jobs, max_lines)
-    data.signatures = _rows(Q.run_query(con, "new_signatures", {"as_of": day, "days": 7, "max_rows": MAX_SIGNATURES}))
+    registry = K.load(con)
+    data.signatures = _signatures(con, day, registry)
     data.quarantine = _rows(Q.run_query(con, "quarantine_summary", {"since": day, "until": day}))
     data.known = known_issues(con, day)
+    incidents = _rows(
+        Q.run_sql(con, "SELECT * FROM counted_incidents WHERE day = $day ORDER BY first_ts", {"day": day})
+    )
+    drain = triage.to_drain(data.infra_jobs, incidents, data.lemons, data.racks, registry.says_drain)
+    data.drain = K.annotate_drain(drain, registry)
+    data.node_evidence = triage.node_evidence(data.drain, incidents)
     fleet = Q.run_sql(
         con,
         "SELECT count(DISTINCT provider) AS p, count(DISTINCT (provider, cluster)) AS c, "
@@ -122,9 +145,9 @@ def _daily_and_headline(con, data: ReportData, days: list[dt.date]) -> None:
     week = [d for d in days if day - dt.timedelta(days=7) <= d < day]
     labels = {
         "failed_jobs": "Failed jobs",
-        "infra_failed_jobs": "Failed by hardware/software",
+        "infra_failed_jobs": "Infrastructure failures",
         "gpu_hours_lost": "GPU-hours lost",
-        "incidents": "Node incidents",
+        "incidents": "Incidents",
     }
     for m in METRICS:
         now = (by_day.get(day) or zero)[m]
@@ -224,18 +247,35 @@ def _heatmaps(con, data: ReportData) -> None:
     data.heatmaps.sort(key=lambda h: (h["provider"], h["cluster"]))
 
 
-def _jobs(con, data: ReportData, max_jobs: int, max_lines: int) -> None:
-    data.jobs_total = int(next((r["failed_jobs"] for r in data.daily if r["day"] == data.day), 0))
-    jobs = Q.run_query(con, "failed_jobs", {"day": data.day, "max_rows": max_jobs}).to_dicts()
-    lines = Q.run_query(con, "job_timeline", {"day": data.day, "max_jobs": max_jobs, "max_lines": max_lines})
+def _timelines(con, params: dict[str, Any], max_lines: int) -> dict[tuple, list[dict]]:
+    lines = Q.run_query(con, "job_timeline", {**params, "max_lines": max_lines})
     by_job: dict[tuple, list[dict]] = {}
     for r in lines.to_dicts():
         if r["line"] is not None and len(r["line"]) > MAX_LINE_CHARS:
             r["line"] = r["line"][: MAX_LINE_CHARS - 1] + "\u2026"
         by_job.setdefault((r["provider"], r["cluster"], r["job_id"]), []).append(r)
+    return by_job
+
+
+def _jobs(con, data: ReportData, max_jobs: int, max_lines: int) -> None:
+    """Every infrastructure failure of the night, and the other failed jobs (the costliest
+    ``max_jobs``), each with its postmortem timeline; the others summarised by cause and user."""
+    every = Q.run_query(con, "failed_jobs", {"day": data.day, "max_rows": 10_000_000})
+    data.jobs_total = every.height
+    infra = every.filter(pl.col("infrastructure"))
+    other = every.filter(~pl.col("infrastructure"))
+    data.other_total = other.height
+    by_job = _timelines(con, {"day": data.day, "max_jobs": max_jobs}, max_lines)
+    for j in infra.to_dicts():  # an infrastructure failure cheaper than the costliest max_jobs
+        key = (j["provider"], j["cluster"], j["job_id"])
+        if key not in by_job:
+            by_job.update(
+                _timelines(con, {"job_id": j["job_id"], "provider": j["provider"], "cluster": j["cluster"]}, max_lines)
+            )
     used: set[str] = set()
-    ids = [j["job_id"] for j in jobs]
-    for j in jobs:
+    ids = every["job_id"].to_list()
+    picked = [*infra.to_dicts(), *other.head(max_jobs).to_dicts()]
+    for j in picked:
         anchor = "job-" + slug(j["job_id"])
         if ids.count(j["job_id"]) > 1 or anchor in used:
             anchor = f"job-{slug(j['job_id'])}-{slug(j['provider'])}-{slug(j['cluster'])}"
@@ -246,7 +286,37 @@ def _jobs(con, data: ReportData, max_jobs: int, max_lines: int) -> None:
         j["anchor"] = anchor
         j["timeline"] = by_job.get((j["provider"], j["cluster"], j["job_id"]), [])
         j["deciding"] = next((t for t in j["timeline"] if t["deciding"]), None)
-    data.jobs = jobs
+        j["timeline_top"] = top_lines(j["timeline"])
+        j["brief"] = triage.brief(j)
+    data.infra_jobs = picked[: infra.height]
+    data.jobs = picked[infra.height :]
+    data.by_cause = triage.summarise(other, ["root_cause", "domain"])
+    data.by_user = triage.summarise(other, ["user"])
+
+
+def top_lines(timeline: list[dict[str, Any]], n: int = TOP_LINES) -> list[dict[str, Any]]:
+    """The lines a postmortem shows unfolded: the deciding ones, then the start and end marks and
+    the critical and error lines, at most ``n``, in timeline order."""
+    rank = [
+        (0 if t["deciding"] else 1 if t["origin"] == "scheduler" else 2, i)
+        for i, t in enumerate(timeline)
+        if t["deciding"] or t["origin"] == "scheduler" or t["severity"] in ("critical", "error")
+    ]
+    keep = {i for _, i in sorted(rank)[:n]}
+    return [t for i, t in enumerate(timeline) if i in keep]
+
+
+def _signatures(con, day: dt.date, registry: K.Known) -> list[dict[str, Any]]:
+    """The new signatures of the week up to ``day``, each with the known issues that carry it."""
+    df = Q.run_query(con, "new_signatures", {"as_of": day, "days": SIGNATURE_DAYS, "max_rows": MAX_SIGNATURES})
+    ids = df["signature_id"].to_list()
+    templates = Q.run_sql(
+        con,
+        "SELECT signature_id, templates FROM unknown_signatures WHERE list_contains($ids, signature_id)",
+        {"ids": ids},
+    )
+    by_id = dict(zip(templates["signature_id"].to_list(), templates["templates"].to_list()))
+    return K.annotate_signatures(_rows(df), registry, by_id)
 
 
 # ------------------------------------------------------------------ the known-issues section
@@ -266,7 +336,7 @@ WITH f AS (
     UNION ALL
     SELECT 'incident', provider, cluster, category, rule_ids[1], known_issue_id,
            original_category IS NOT NULL, first_ts, CAST(NULL AS DOUBLE), headline(sample, $headers)
-    FROM incidents WHERE severity IN ('error', 'critical')
+    FROM counted_incidents
 ), s AS (
     SELECT *, CAST(timezone('UTC', ts) AS DATE) AS day,
            min(CAST(timezone('UTC', ts) AS DATE)) OVER (PARTITION BY provider, cluster, category, rule) AS first_day

@@ -15,8 +15,10 @@ from .data import ReportData
 from .sanitize import md_escape, sanitize, slug
 
 MAX_BYTES = 3_000_000
-MD_MAX_JOBS = 50  # failed jobs listed in the Markdown variant
-MD_MAX_POSTMORTEMS = 20  # ... of which this many get a postmortem
+MD_MAX_JOBS = 50  # user and scheduler failures listed in the Markdown variant (every infrastructure one is)
+MD_MAX_POSTMORTEMS = 20  # postmortems in the Markdown variant: every infrastructure failure, then the costliest others
+SHOWN_DRAIN = 8  # rows of the do-first tables on the first screen; the rest are folded
+SHOWN_INFRA = 10
 
 
 def _num(v: Any, digits: int = 0) -> str:
@@ -66,6 +68,17 @@ def _p(v: Any) -> str:
     return "\u2014" if v is None else f"{v:.2g}"
 
 
+def _known(entries: list[dict[str, Any]] | None) -> str:
+    """The known issues of a do-first row or signature, with ticket and status; else ``new``."""
+    if not entries:
+        return "new"
+    parts = []
+    for e in entries:
+        extra = ", ".join(x for x in (e.get("ticket") and f"ticket {e['ticket']}", e.get("status")) if x)
+        parts.append(f"{e['known_issue_id']} ({extra})" if extra else e["known_issue_id"])
+    return "; ".join(parts)
+
+
 def _html_finalize(value: Any) -> Any:
     # every {{ }} string passes through sanitize before autoescape; our own Markup does not
     if isinstance(value, str) and not isinstance(value, Markup):
@@ -109,6 +122,7 @@ def _env(kind: str) -> jinja2.Environment:
         ts=_ts,
         hms=_hms,
         p=_p,
+        known=_known,
         bar=charts.bar_width,
         heat=charts.heat_colour,
         slug=slug,
@@ -124,6 +138,8 @@ def context(data: ReportData, max_jobs: int | None = None) -> dict[str, Any]:
     return {
         "d": data,
         "jobs": jobs,
+        "shown_drain": SHOWN_DRAIN,
+        "shown_infra": SHOWN_INFRA,
         "version": __version__,
         "intervals": charts.intervals(data.scoreboard),
         "timeline": charts.timeline(data.daily, data.day),
@@ -135,7 +151,8 @@ def context(data: ReportData, max_jobs: int | None = None) -> dict[str, Any]:
 
 
 def render_html(data: ReportData, max_bytes: int = MAX_BYTES) -> str:
-    """The page; if it would pass ``max_bytes``, fewer postmortems (and lines) until it fits."""
+    """The page; if it would pass ``max_bytes``, fewer user and scheduler failures (and their
+    postmortems) until it fits. Every infrastructure failure stays."""
     template = _env("html").get_template("report.html.j2")
     n = len(data.jobs)
     while True:
@@ -146,6 +163,11 @@ def render_html(data: ReportData, max_bytes: int = MAX_BYTES) -> str:
 
 
 def render_markdown(data: ReportData) -> str:
+    """Markdown for a ticket: every infrastructure failure (and its postmortem), the costliest
+    other failures."""
     template = _env("md").get_template("report.md.j2")
     ctx = context(data, MD_MAX_JOBS)
-    return template.render(**ctx, shown_jobs=min(len(data.jobs), MD_MAX_JOBS), md_postmortems=MD_MAX_POSTMORTEMS)
+    others = max(MD_MAX_POSTMORTEMS - len(data.infra_jobs), 0)
+    return template.render(
+        **ctx, shown_jobs=min(len(data.jobs), MD_MAX_JOBS), postmortems=data.infra_jobs + data.jobs[:others]
+    )

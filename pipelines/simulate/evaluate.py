@@ -61,6 +61,10 @@ def provider_rates(truth_rates: pl.DataFrame, scoreboard: pl.DataFrame) -> pl.Da
     )
 
 
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
 def _share(flags: pl.Series) -> float:
     return round(float(flags.mean()), 4) if flags.len() else float("nan")
 
@@ -113,13 +117,15 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
     ol = _keys(ours["lemon_nodes"], "node")
     # a flag on any injected lemon is right; recall is owed only on the lemons that showed
     # themselves in the logs (TRUTH.md, "Which lemons count"), and is printed over all too
-    precision = len(injected & ol) / len(ol) if ol else (1.0 if not injected else 0.0)
-    recall = len(manifested & ol) / len(manifested) if manifested else 1.0
-    recall_all = len(injected & ol) / len(injected) if injected else 1.0
+    # a share of nothing is undefined (None, printed n/a), never a pass or a miss: precision
+    # with no lemon flagged, recall with no lemon to find
+    precision = len(injected & ol) / len(ol) if ol else None
+    recall = len(manifested & ol) / len(manifested) if manifested else None
+    recall_all = len(injected & ol) / len(injected) if injected else None
 
     tr = _keys(_truth(truth_dir, "bad_racks"), "rack")
     orr = _keys(ours["rack_hotspots"], "rack")
-    racks = len(tr & orr) / len(tr) if tr else 1.0
+    racks = len(tr & orr) / len(tr) if tr else None
 
     pr = provider_rates(_truth(truth_dir, "rates"), ours["provider_scoreboard"])
     unknown = float((j["root_cause"] == "unknown").mean()) if j.height else 0.0
@@ -129,18 +135,21 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
         "unknown_share": round(unknown, 4),
         "culprit_top1_hw_net": round(culprit, 4),
         "hw_net_jobs": hw.height,
-        "lemon_precision": round(precision, 4),
-        "lemon_recall": round(recall, 4),
-        "lemon_recall_all_injected": round(recall_all, 4),
+        "lemon_precision": _round(precision),
+        "lemon_recall": _round(recall),
+        "lemon_recall_all_injected": _round(recall_all),
         "lemons_manifested": len(manifested),
         "lemons_injected": len(injected),
         "lemons_found": len(ol),
-        "bad_racks_found": round(racks, 4),
+        "bad_racks_found": _round(racks),
         "bad_racks_true": len(tr),
         "provider_rates_covered": _share(pr["covered"]),
         "provider_rates_covered_up_time_rate": _share(pr["covered_up_time_rate"]),
     }
-    passed = {k: (figures[k] <= v if k == "unknown_share" else figures[k] >= v) for k, v in FLOORS.items()}
+    passed = {
+        k: None if figures[k] is None else (figures[k] <= v if k == "unknown_share" else figures[k] >= v)
+        for k, v in FLOORS.items()
+    }
     confusion = j.group_by("true_cause", "root_cause").len().sort("true_cause", "len", descending=[False, True])
     return {
         "figures": figures,

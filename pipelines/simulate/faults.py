@@ -38,7 +38,7 @@ def choose_lemons(fleet, scn, seed: int) -> pl.DataFrame:
     n = fleet.n_nodes
     k = min(n, max(1, int(round(scn.lemon_fraction * n))))
     who = np.sort(rng.choice(n, size=k, replace=False))
-    comps = list(catalog.LEMON_COMPONENTS)
+    comps = list(scn.lemon_components or catalog.LEMON_COMPONENTS)
     w = np.array([catalog.LEMON_COMPONENTS[c][0] for c in comps])
     comp = rng.choice(len(comps), size=k, p=w / w.sum())
     return pl.DataFrame(
@@ -128,6 +128,9 @@ def sample_faults(
         lrate = lemons["multiplier"].to_numpy() * np.maximum(rate[ln], scn.base_rate)
         lemon_expected[ln] = lrate / 1000.0 * expo[ln]
         lcnt = rng.poisson(lrate / 1000.0 * (end - start[ln]) / DAY)
+        if scn.lemon_min_faults:
+            lcnt = np.maximum(lcnt, scn.lemon_min_faults)
+            lemon_expected[ln] = _mean_at_least(lemon_expected[ln], scn.lemon_min_faults)
         rows = []
         for i, c in enumerate(lcnt):
             comp = lemons["component"][i]
@@ -197,6 +200,15 @@ def sample_faults(
     f = _cover_categories(f.sort("t", "node_idx", "kind"), models, rng)
     expect = {"rate": rate, "exposure_days": expo, "lemon_expected": lemon_expected, "flap_expected": flap_expected}
     return _decorate(f, rng), expect
+
+
+def _mean_at_least(mean: np.ndarray, floor: int) -> np.ndarray:
+    """E[max(X, floor)] for X ~ Poisson(mean): the expected count once a floor is imposed."""
+    from scipy import stats
+
+    k = np.arange(floor)
+    below = stats.poisson.pmf(k[:, None], mean[None, :])
+    return mean + ((floor - k)[:, None] * below).sum(axis=0)
 
 
 def _model_kind(kind: catalog.Kind, model: str) -> catalog.Kind:

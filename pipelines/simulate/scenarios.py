@@ -25,6 +25,10 @@ class Scenario:
     """Roughly this many nodes per cluster (1-4 clusters per provider)."""
     lemon_fraction: float = 0.015
     lemon_multiplier: tuple[float, float] = (10.0, 30.0)
+    lemon_components: tuple[str, ...] = ()
+    """Components the lemons fail through (empty: drawn by ``catalog.LEMON_COMPONENTS`` weight)."""
+    lemon_min_faults: int = 0
+    """Each lemon's failing part fails at least this often in the window (a short demo's lemon shows)."""
     bad_rack_fraction: float = 0.02
     flap_episodes_per_day: float = 0.5
     """Correlated link-flap episodes per bad rack per day."""
@@ -59,6 +63,8 @@ SCENARIOS: dict[str, Scenario] = {
         cluster_target=14,
         lemon_fraction=0.012,
         lemon_multiplier=(15.0, 30.0),
+        lemon_components=("hbm",),  # Xid 48 / 95: a memory lemon, whose Xid 95s flood the log
+        lemon_min_faults=4,
         bad_rack_fraction=0.03,
         flap_episodes_per_day=0.6,
         benign_xid63_per_node_day=0.05,

@@ -4,18 +4,17 @@
 -- param: provider (text, default: NULL = every provider)
 -- param: cluster (text, default: NULL = every cluster)
 WITH f AS (
-    SELECT CAST(date_trunc(coalesce(getvariable('grain'), 'day'), timezone('UTC', ended)) AS DATE) AS period,
+    SELECT CAST(date_trunc(coalesce(getvariable('grain'), 'day'), day) AS DATE) AS period,
            root_cause AS category, domain, count(*) AS failed_jobs, sum(gpu_hours_lost) AS gpu_hours_lost
-    FROM job_failures
+    FROM counted_failed_jobs
     WHERE (getvariable('provider') IS NULL OR provider = getvariable('provider'))
       AND (getvariable('cluster') IS NULL OR cluster = getvariable('cluster'))
     GROUP BY ALL
 ), i AS (
-    SELECT CAST(date_trunc(coalesce(getvariable('grain'), 'day'), timezone('UTC', first_ts)) AS DATE) AS period,
+    SELECT CAST(date_trunc(coalesce(getvariable('grain'), 'day'), day) AS DATE) AS period,
            category, domain, count(*) AS incidents
-    FROM incidents
-    WHERE severity IN ('error', 'critical')
-      AND (getvariable('provider') IS NULL OR provider = getvariable('provider'))
+    FROM counted_incidents
+    WHERE (getvariable('provider') IS NULL OR provider = getvariable('provider'))
       AND (getvariable('cluster') IS NULL OR cluster = getvariable('cluster'))
     GROUP BY ALL
 )

@@ -13,8 +13,11 @@ SELECT f.job_id, f.provider, f.cluster, f.job_name, f.user, f.state, j.exit_code
            AND e.category NOT IN ('benign')) AS job_log_categories
 FROM job_failures AS f
 LEFT JOIN (
-    SELECT * FROM jobs
-    QUALIFY row_number() OVER (PARTITION BY provider, cluster, job_id ORDER BY date DESC) = 1
+    -- the job's latest sacct row; a join on its max(date), not QUALIFY row_number() = 1, which
+    -- the DuckDB 1.5 shell's optimizer answers with NULLs here (tests/system/test_duckdb_cli.py)
+    SELECT jobs.* FROM jobs
+    JOIN (SELECT provider, cluster, job_id, max(date) AS date FROM jobs
+          WHERE job_id = getvariable('job_id') GROUP BY ALL) AS latest USING (provider, cluster, job_id, date)
 ) AS j USING (provider, cluster, job_id)
 WHERE f.job_id = getvariable('job_id')
   AND (getvariable('provider') IS NULL OR f.provider = getvariable('provider'))

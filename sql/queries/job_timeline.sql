@@ -9,12 +9,11 @@
 -- param: after_s (int, default: 300) seconds after the job's end to look at its nodes
 -- param: max_lines (int, default: 40) lines per job (markers and the deciding line are kept first)
 WITH f AS (
-    SELECT * FROM job_failures
+    SELECT * FROM counted_failed_jobs
     WHERE (getvariable('provider') IS NULL OR provider = getvariable('provider'))
       AND (getvariable('cluster') IS NULL OR cluster = getvariable('cluster'))
       AND CASE WHEN getvariable('job_id') IS NOT NULL THEN job_id = getvariable('job_id')
-               ELSE CAST(timezone('UTC', ended) AS DATE)
-                    = coalesce(getvariable('day'), (SELECT max(date) FROM ingest_audit)) END
+               ELSE day = coalesce(getvariable('day'), (SELECT max(date) FROM ingest_audit)) END
     QUALIFY row_number() OVER (ORDER BY gpu_hours_lost DESC NULLS LAST, ended, provider, cluster, job_id)
             <= coalesce(getvariable('max_jobs'), 200)
 ), j AS (
@@ -56,7 +55,7 @@ WITH f AS (
     FROM f
     UNION ALL
     SELECT provider, cluster, job_id, 'scheduler', NULL, ended, ended, 1, root_cause,
-           CASE WHEN domain IN ('hardware', 'software') THEN 'critical' ELSE 'error' END, 'sacct',
+           CASE WHEN infrastructure THEN 'critical' ELSE 'error' END, 'sacct',
            format('job {} ended {}: {:.1f} GPU-hours lost', job_id, state, gpu_hours_lost), 'sacct'
     FROM f
 ), lines AS (

@@ -1,5 +1,5 @@
 -- name: rack_days
--- description: Node incidents (error or critical) per rack and UTC day over the covered days, zeros included: the data behind the report's rack heatmaps.
+-- description: Incidents (counted_incidents: severity error or critical) per rack and UTC day over the covered days, zeros included: the data behind the report's rack heatmaps.
 -- param: provider (text, default: NULL = every provider)
 -- param: cluster (text, default: NULL = every cluster)
 -- param: since (date, default: NULL = first covered day)
@@ -12,9 +12,7 @@ WITH days AS (
     SELECT provider, cluster, rack, count(*) AS n_nodes FROM inventory_latest
     WHERE rack IS NOT NULL GROUP BY ALL
 ), serious AS (
-    SELECT provider, cluster, rack, node, category, CAST(timezone('UTC', first_ts) AS DATE) AS day
-    FROM incidents
-    WHERE severity IN ('error', 'critical') AND rack IS NOT NULL
+    SELECT provider, cluster, rack, node, category, day FROM counted_incidents WHERE rack IS NOT NULL
 ), cats AS (  -- the most frequent category (ties: the greater name, so the answer never varies)
     SELECT provider, cluster, rack, day, arg_max(category, (n, category)) AS top_category
     FROM (SELECT provider, cluster, rack, day, category, count(*) AS n FROM serious GROUP BY ALL)

@@ -12,8 +12,8 @@ SELECT provider, cluster, rack, r.n_nodes, r.node_days, r.incidents,
        round(r.rate_per_1k, 2) AS rate_per_1k, round(r.ci_low, 2) AS ci_low, round(r.ci_high, 2) AS ci_high,
        round(c.cluster_rate_per_1k, 2) AS cluster_rate_per_1k,
        r.failed_jobs, round(r.gpu_hours_lost, 3) AS gpu_hours_lost,
-       h.rack IS NOT NULL AS hotspot, round(h.expected, 2) AS expected, h.p_value,
-       h.correlated_incidents, h.correlated_category, h.max_nodes_together, h.reason, h.action
+       h.rack IS NOT NULL AS hotspot, h.tested_incidents, round(h.expected, 2) AS expected, h.p_value,
+       h.correlated_incidents, h.correlated_category, h.max_nodes_together, h.flagged_by, h.reason, h.action
 FROM rack_health AS r
 LEFT JOIN rack_hotspots AS h USING (provider, cluster, rack)
 LEFT JOIN clusters AS c USING (provider, cluster)

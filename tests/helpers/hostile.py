@@ -22,8 +22,14 @@ HOSTILE_RACK = f"r{SCRIPT}"
 
 def _inject(landing: Path) -> dict:
     """Put hostile strings where logs, Slurm and the inventory carry free text."""
+    import polars as pl
+
     from faultline.ingest.hostlist import expand_hostlist
 
+    lemons = set(pl.read_parquet(landing / "_truth" / "lemons.parquet")["node"].to_list())
+    truth = pl.read_parquet(landing / "_truth" / "jobs.parquet")
+    # a job the scheduler ended: its log holds no error of its own that would decide before the Xid
+    ended = set(truth.filter(pl.col("root_cause") == "scheduler")["job_id"].to_list())
     day_dir = sorted((landing / "northwind" / "a1").iterdir())[-1]
     sacct = day_dir / "slurm" / "sacct.txt"
     lines = sacct.read_text().splitlines()
@@ -35,6 +41,10 @@ def _inject(landing: Path) -> dict:
         if "." in f[col["JobID"]] or f[col["State"]].split(" ")[0] in ("COMPLETED", "RUNNING", "PENDING"):
             continue
         if not f[col["End"]] or f[col["End"]] == "Unknown":
+            continue
+        if lemons & set(expand_hostlist(f[col["NodeList"]])):  # a lemon's own faults would decide
+            continue
+        if f[col["JobID"]] not in ended:
             continue
         f[col["JobName"]] = "job" + HOSTILE
         f[col["User"]] = "u" + IMG + ANSI + BIDI

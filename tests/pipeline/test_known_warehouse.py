@@ -116,6 +116,43 @@ def test_report_separates_new_from_known_and_says_what_was_overridden(known_wh):
     assert "pid=0, GPU has fallen off the bus." in part
 
 
+def test_do_first_list_names_the_known_issue_of_each_row(known_wh):
+    wh, _ = known_wh
+    md = render(wh, fmt="md")
+    do_first = md[md.index("### Do first") : md.index("### Infrastructure failures")]
+    rows = [r for r in do_first.splitlines() if r.startswith("| node-")]
+    # node-b02's Xid 79 jobs match only the expired KI-79-old, its GSP timeout the open KI-gsp
+    # (drain: true), so the row drains; node-a17's Xid 31 job is KI-31's
+    assert rows[0].startswith("| node-b02 | acme/c1 | drain\\_node | ")
+    assert "(known issue KI-gsp says drain)" in rows[0] and rows[0].endswith(
+        "| tonight | KI-gsp (ticket ACME-4500, open) |"
+    )
+    assert rows[1].startswith("| node-a17 | acme/c1 | contact\\_provider | ")
+    assert rows[1].endswith("| tonight | KI-31 (ticket ACME-4411, open) |") and len(rows) == 2
+    html = render(wh)
+    part = html[html.index('<section id="do-first">') : html.index('<section id="headline">')]
+    assert "<td>KI-gsp (ticket ACME-4500, open)</td>" in part and "<td>KI-31 (ticket ACME-4411, open)</td>" in part
+
+
+def test_a_signature_is_known_when_an_entry_carries_a_failure_it_decided(known_wh):
+    from faultline.lake import queries as Q
+    from faultline.report import known
+
+    wh, _ = known_wh
+    con = Q.connect(wh)
+    try:
+        registry = known.load(con)
+        tpl = Q.run_sql(con, "SELECT template FROM events WHERE rule_id = 'nvrm_xid' AND message LIKE '%: 31, %'")
+    finally:
+        con.close()
+    assert registry.says_drain("KI-gsp") and not registry.says_drain("KI-31") and not registry.says_drain(None)
+    sigs = [{"signature_id": "s1", "template": "no such template"}, {"signature_id": "s2", "template": "x"}]
+    known.annotate_signatures(sigs, registry, {"s1": ["no such template"], "s2": ["x", tpl["template"][0]]})
+    assert sigs[0]["known"] == []
+    # KI-31 carries job 101 (acme/c1); bolt/c2's Xid 31 (job 200) is out of its scope
+    assert [(k["known_issue_id"], k["ticket"], k["matches"]) for k in sigs[1]["known"]] == [("KI-31", "ACME-4411", 1)]
+
+
 def test_explain_shows_the_known_issue_next_to_the_verdict(known_wh):
     wh, _ = known_wh
     out = cli("explain", "job", "101", "--warehouse", str(wh)).output

@@ -24,16 +24,18 @@ from faultline.report.data import load
 from faultline.report.renderer import MAX_BYTES, render_html
 
 SECTIONS = [
+    "do-first",
     "headline",
     "known-issues",
+    "failed-jobs",
     "scoreboard",
     "causes",
     "timeline",
     "racks",
     "lemons",
-    "failed-jobs",
     "signatures",
     "data-quality",
+    "evidence",
     "postmortems",
 ]
 ALLOWED_TAGS = {
@@ -81,6 +83,8 @@ ALLOWED_TAGS = {
     "article",
     "figure",
     "figcaption",
+    "details",
+    "summary",
 }
 
 
@@ -310,7 +314,7 @@ def test_explain_node(wh, demo):
     out = res.output
     assert f"Node {node}" in out and "95% CI" in out and "cluster" in out and "lemon" in out.lower()
     assert "Incidents in the last 3 day(s)" in out and "gpu_bus_lost" in out
-    assert "Failed jobs blamed on it" in out and info["jobs"][0] in out
+    assert "Infrastructure failures blamed on it" in out and info["jobs"][0] in out
     assert "\x1b" not in out and BIDI not in out
     res = CliRunner().invoke(explain, ["node", HOSTILE_NODE, "--warehouse", str(wh)])
     assert res.exit_code == 0 and "\x1b" not in res.output and BIDI not in res.output

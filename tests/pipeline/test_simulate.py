@@ -382,7 +382,23 @@ def test_lemons_say_whether_they_manifested(truth):
     assert got["n_faults"].to_list() == got["n"].to_list()
     assert got["n_logged_faults"].to_list() == got["logged"].to_list()
     assert got["manifested"].to_list() == (got["logged"] >= 3).to_list()
-    assert lem.select("node", "n_faults", "n_logged_faults", "manifested").rows() == [("c2-r04-n01", 15, 15, True)]
+    assert lem.select("node", "n_faults", "n_logged_faults", "manifested").rows() == [("c2-r04-n01", 16, 16, True)]
+
+
+def test_the_demo_shows_a_lemon_a_bad_rack_a_flood_and_every_root_cause_domain(truth):
+    """The demo scenario exercises everything the report and the evaluation look at: its
+    memory lemon fails at least ``lemon_min_faults`` times and floods the log with Xid 95s,
+    a rack flaps, and failed jobs have hardware, software, user and symptom root causes."""
+    lem, faults, jobs = truth["lemons"], truth["faults"], truth["jobs"]
+    assert SCENARIOS["demo"].lemon_components == ("hbm",) and SCENARIOS["demo"].lemon_min_faults == 4
+    assert lem["component"].to_list() == ["hbm"] and (lem["n_faults"] >= 4).all() and lem["manifested"].all()
+    floods = faults.filter(pl.col("burst_lines").is_not_null() & (pl.col("xid") == 95))
+    assert floods.height >= 1 and floods["burst_lines"].min() >= 150
+    assert truth["bad_racks"].height >= 1
+    domains = {"gpu_bus_lost": "hardware", "network": "hardware", "driver_firmware": "software"}
+    domains |= {"user_app": "user", "scheduler": "symptom", "collective_timeout": "symptom"}
+    causes = set(jobs["root_cause"].drop_nulls().to_list())
+    assert {d for c, d in domains.items() if c in causes} == {"hardware", "software", "user", "symptom"}
 
 
 def test_desync_report_comes_from_the_lowest_rank_that_timed_out(tmp_path):

@@ -25,16 +25,18 @@ from faultline.report import build_report
 
 ARTIFACTS = Path(os.environ.get("FAULTLINE_TEST_ARTIFACTS", Path(__file__).parents[1] / "artifacts"))
 SECTIONS = [
+    "do-first",
     "headline",
     "known-issues",
+    "failed-jobs",
     "scoreboard",
     "causes",
     "timeline",
     "racks",
     "lemons",
-    "failed-jobs",
     "signatures",
     "data-quality",
+    "evidence",
     "postmortems",
 ]
 FLAGS = [
@@ -244,3 +246,93 @@ def test_the_checks_catch_a_bad_page(page, tmp_path):
     assert {"Runtime.consoleAPICalled", "Runtime.exceptionThrown"} <= kinds
     urls = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
     assert any(u.endswith("missing.png") for u in urls)
+
+
+# -- the first screen: what to do first, on the demo night and on a busy month ----------------
+
+FIRST_SCREEN = (1400, 900)
+MAX_HEIGHT = 15_000
+
+
+def _open(tools: DevTools, path: Path) -> None:
+    tools.send(
+        "Emulation.setDeviceMetricsOverride",
+        width=FIRST_SCREEN[0],
+        height=FIRST_SCREEN[1],
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    tools.events.clear()
+    tools.send("Page.navigate", url=path.resolve().as_uri())
+    tools.wait_for("Page.loadEventFired", timeout=60)
+    tools.drain(0.5)
+
+
+@pytest.fixture(scope="module", params=["demo", "lottery"])
+def morning(request, browser, tmp_path_factory):
+    """The report of the demo (as `faultline demo` builds it) or of the lottery month, open at 1400x900."""
+    from helpers.demo import demo_warehouse, lottery_warehouse
+
+    base = tmp_path_factory.getbasetemp()
+    wh = (
+        demo_warehouse(base / "faultline-cli-demo")[1]
+        if request.param == "demo"
+        else lottery_warehouse(base / "lottery")
+    )
+    out = build_report(wh, tmp_path_factory.mktemp(f"morning-{request.param}") / "report.html")
+    _open(browser, out)
+    return request.param, browser, wh
+
+
+def _box(tools: DevTools, selector: str) -> dict | None:
+    return tools.evaluate(
+        f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+        " const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, height: r.height}; })()"
+    )
+
+
+def test_the_first_screen_shows_what_to_do_first(morning):
+    name, tools, wh = morning
+    from faultline.lake import queries as Q
+    from faultline.report.data import load
+
+    con = Q.connect(wh)
+    try:
+        data = load(con, str(wh))
+    finally:
+        con.close()
+    assert tools.evaluate("window.scrollY") == 0
+    for heading in ("#do-first h2", "#drain", "#infra"):
+        box = _box(tools, heading)
+        assert box and box["bottom"] <= FIRST_SCREEN[1], (name, heading, box)
+    # the first node to drain and the first infrastructure failure are on it, whole
+    assert data.drain and data.infra_jobs, f"{name}: the night has nothing to drain or no infrastructure failure"
+    for table in ("table.drain tbody tr", "table.infra tbody tr"):
+        box = _box(tools, table)
+        assert box and box["height"] > 0 and box["bottom"] <= FIRST_SCREEN[1], (name, table, box)
+    first = tools.evaluate("document.querySelector('table.drain tbody tr td b').innerText")
+    assert first == data.drain[0]["target"]
+    shown = tools.evaluate(
+        # textContent: innerText is empty for the rows a closed <details> folds
+        "[...document.querySelectorAll('table.infra tbody tr td:first-child a')].map(a => a.textContent)"
+    )
+    assert shown == [j["job_id"] for j in data.infra_jobs]  # every one of them, folded past the first rows
+    drained = {r["target"] for r in data.drain}
+    assert {lem["node"] for lem in data.lemons} <= drained and {f"rack {r['rack']}" for r in data.racks} <= drained
+    shot = tools.send(
+        "Page.captureScreenshot", format="png", clip={"x": 0, "y": 0, "width": 1400, "height": 900, "scale": 1}
+    )
+    import base64
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"first-screen-{name}.png").write_bytes(base64.b64decode(shot["data"]))
+
+
+def test_the_page_stays_short_with_details_folded(morning):
+    name, tools, _ = morning
+    assert tools.evaluate("document.querySelectorAll('details[open]').length") == 0
+    assert tools.evaluate("document.querySelectorAll('details').length") >= 2  # the user/scheduler list and postmortems
+    height = tools.evaluate("document.documentElement.scrollHeight")
+    assert height < MAX_HEIGHT, f"{name}: the page is {height}px tall"
+    width = tools.evaluate("document.documentElement.scrollWidth")
+    assert width <= FIRST_SCREEN[0], f"{name}: the page is {width}px wide"

@@ -5,6 +5,7 @@ import datetime as dt
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 from scipy import stats
 
 from faultline.analytics.build import compute
@@ -318,3 +319,28 @@ def test_a_truth_folder_without_the_manifested_column_gets_it_from_the_faults(tm
         fig["lemon_recall_all_injected"],
         fig["lemon_precision"],
     ) == (1, 0.0, 0.5, 1.0)
+
+
+def test_a_share_of_nothing_is_not_a_score(tmp_path):
+    """One quiet lemon (never manifested), nothing flagged, no bad rack: precision, recall and
+    racks found are undefined (None, n/a), neither a pass nor a miss."""
+    lemons = pl.DataFrame(
+        {
+            "provider": ["acme"],
+            "cluster": ["c1"],
+            "node": ["a"],
+            "n_faults": [1],
+            "n_logged_faults": [1],
+            "manifested": [False],
+        }
+    )
+    fig = scored(tmp_path, lemons, [])
+    assert (fig["lemon_precision"], fig["lemon_recall"], fig["lemon_recall_all_injected"]) == (None, None, 0.0)
+    assert fig["bad_racks_found"] is None
+    from faultline.commands.evaluate import evaluate as evaluate_cmd
+
+    out = CliRunner().invoke(evaluate_cmd, ["--truth", str(tmp_path / "truth"), "--warehouse", str(tmp_path / "wh")])
+    assert out.exit_code == 0, out.output
+    lines = {ln.split()[0]: ln for ln in out.output.splitlines()[:15] if ln.strip()}
+    assert "n/a" in lines["lemon_precision"] and "MISS" not in lines["lemon_precision"]
+    assert "n/a" in lines["lemon_recall"] and "n/a" in lines["bad_racks_found"]

@@ -35,10 +35,12 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
 @dg.asset(kinds={"html"}, group_name="out", deps=[out_analytics])
 def out_report(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """The nightly root-cause report (``report.html`` and ``report.md`` in the warehouse)."""
-    from ...report import build_report
+    from ...report import build_reports
 
-    html = build_report(lake.warehouse, join(lake.warehouse, "report.html"))  # join: Path, or a URL key
-    md = build_report(lake.warehouse, join(lake.warehouse, "report.md"), fmt="md")
+    # join: a Path, or a URL key; one read of the warehouse for both
+    outs = {"html": join(lake.warehouse, "report.html"), "md": join(lake.warehouse, "report.md")}
+    written = build_reports(lake.warehouse, outs)
+    html, md = written["html"], written["md"]
     return dg.MaterializeResult(
         metadata={
             "html": dg.MetadataValue.path(str(html)),
