@@ -20,6 +20,7 @@ ASSETS = {  # key: (group, kinds, upstream)
     "raw_job_events": ("raw", {"polars", "parquet"}, set()),
     "raw_slurm_accounting": ("raw", {"polars", "parquet"}, set()),
     "raw_flight_recorder": ("raw", {"polars", "parquet"}, set()),
+    "raw_job_markers": ("raw", {"polars", "parquet"}, set()),
     "ingest_audit": ("ingest", {"polars", "parquet"}, set()),
     "quarantine": ("ingest", {"polars", "parquet"}, set()),
     "core_events": ("core", {"polars", "parquet"}, {"raw_kernel_events", "raw_job_events", "ingest_audit"}),
@@ -34,11 +35,16 @@ ASSETS = {  # key: (group, kinds, upstream)
             "core_inventory",
             "raw_slurm_accounting",
             "raw_flight_recorder",
+            "raw_job_markers",
             "ingest_audit",
             "quarantine",
         },
     ),
-    "out_analytics": ("out", {"polars", "parquet"}, {"core_events", "core_jobs", "core_inventory", "ingest_audit"}),
+    "out_analytics": (
+        "out",
+        {"polars", "parquet"},
+        {"core_events", "core_jobs", "core_inventory", "raw_job_markers", "ingest_audit"},
+    ),
     "out_report": ("out", {"html"}, {"out_analytics"}),
 }
 CHECKS = {("ingest_audit", "lines_balanced"), ("core_events", "lake_fresh")} | {

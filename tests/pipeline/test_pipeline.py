@@ -116,7 +116,7 @@ def test_materialize_one_partition(landing, warehouse):
     result = _materialize(landing, warehouse)
     assert result.success
     checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
-    assert checks[("ingest_audit", "lines_balanced")] and all(checks.values()) and len(checks) == 11
+    assert checks[("ingest_audit", "lines_balanced")] and all(checks.values()) and len(checks) == 12
     mats = {m.asset_key.to_user_string(): m for m in result.get_asset_materialization_events()}
     assert {m.partition for m in mats.values()} == {"northwind:c1|2026-11-24"}
     meta = mats["core_events"].materialization.metadata

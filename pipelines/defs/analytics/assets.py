@@ -12,7 +12,7 @@ from ..views.assets import POOL, warn_no_snapshot
     kinds={"polars", "parquet"},
     group_name="out",
     pool=POOL,
-    deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"],
+    deps=["core_events", "core_jobs", "core_inventory", "raw_job_markers", "ingest_audit"],
 )
 def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Recompute the analytics tables from the whole lake and publish their views.
