@@ -9,10 +9,12 @@ import polars as pl
 from ..classify.model import apply_model
 from ..classify.ruleset import load_ruleset
 from ..lake import files as lake
-from ..schema import ANALYTICS
+from ..schema import ANALYTICS, TABLES
 from .attribution import attribute_failures
 from .config import DEFAULT, AnalyticsConfig
+from .goodput import add_lost_work, billed_node_days, cost_comparison, downtime, job_progress, provider_costs
 from .incidents import build_incidents
+from .prices import load_prices
 from .rates import (
     covered_days,
     exposure,
@@ -43,18 +45,29 @@ def compute(
     inventory: pl.DataFrame,
     days: pl.DataFrame,
     cfg: AnalyticsConfig = DEFAULT,
+    markers: pl.DataFrame | None = None,
+    prices: pl.DataFrame | None = None,
+    outputs: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
+    """Every analytics table; ``markers`` (job_markers), ``prices`` (prices.csv) and ``outputs``
+    (the jobs whose output the landing folder holds: ``job_outputs``) may be absent."""
     domains = load_ruleset().taxonomy.domains
     rule_events = events  # the lake keeps the rules' verdicts
     events = apply_model(events)  # the model may name only what the rules call unknown
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
-    failures = attribute_failures(jobs, events, flight, domains, cfg)
+    progress = job_progress(markers if markers is not None else pl.DataFrame(schema=TABLES["job_markers"]))
+    failures = add_lost_work(attribute_failures(jobs, events, flight, domains, cfg), jobs, progress, outputs)
     nodes = node_health(exposure(inv, days), incidents, failures, cfg)
     sb = scoreboard(nodes, failures, cfg=cfg)
+    costs = provider_costs(
+        failures, jobs, downtime(events, jobs, days), billed_node_days(inv, days, prices), prices is not None
+    )
     return {
         "incidents": incidents,
         "job_failures": failures,
+        "provider_costs": costs,
+        "provider_cost_comparison": pl.concat([cost_comparison(costs, "provider"), cost_comparison(costs, "cluster")]),
         "node_health": nodes,
         "rack_health": group_health(nodes.filter(pl.col("rack").is_not_null()), ["provider", "cluster", "rack"]),
         "provider_scoreboard": sb,
@@ -67,8 +80,22 @@ def compute(
     }
 
 
-def build_analytics(warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT) -> dict[str, int]:
-    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts."""
+def job_outputs(audit: pl.DataFrame) -> pl.DataFrame:
+    """The jobs whose output the landing folder holds (``<p>/<c>/<day>/jobs/<job_id>/...`` files read)."""
+    return (
+        audit.filter(pl.col("kind") == "job")
+        .select("provider", "cluster", job_id=pl.col("source").str.extract(r"/jobs/([^/]+)/", 1))
+        .drop_nulls("job_id")
+        .unique()
+    )
+
+
+def build_analytics(
+    warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT, prices: str | os.PathLike | None = None
+) -> dict[str, int]:
+    """Read the lake (and ``prices``, a prices.csv that may not exist), compute, write
+    ``<warehouse>/analytics/<table>.parquet``; row counts."""
+    price_rows = load_prices(prices)  # a malformed file fails here, before anything is read
     present = set(lake.tables_present(warehouse))
 
     def table(name: str) -> pl.DataFrame | None:
@@ -78,7 +105,9 @@ def build_analytics(warehouse: str | os.PathLike, cfg: AnalyticsConfig = DEFAULT
     if events is None or jobs is None or inv is None or audit is None:
         raise FileNotFoundError(f"{warehouse}: the lake has no events/jobs/inventory yet; run `faultline run` first")
     days = covered_days([tuple(r) for r in audit.select("provider", "cluster", "date").unique().iter_rows()])
-    out = compute(events, jobs, table("flight_recorder"), inv, days, cfg)
+    out = compute(
+        events, jobs, table("flight_recorder"), inv, days, cfg, table("job_markers"), price_rows, job_outputs(audit)
+    )
     for name, df in out.items():
         lake.write_analytics(warehouse, name, df)
     return {name: df.height for name, df in out.items()}

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
+from ..analytics.prices import default_location
 from ..ingest.landing import Partition, discover
 from ..lake import storage
 from ..lake import writer as lake_writer
@@ -209,11 +210,13 @@ def run_pipeline(
     instance: dg.DagsterInstance | None = None,
     analytics: bool = True,
     workers: int | None = None,
+    prices: str | os.PathLike | None = None,
 ) -> dict:
     """Materialize every selected partition (all of them without ``dates``/``clusters``).
 
     ``progress(done, total, partition, stats)`` is called after each partition. Returns a
     summary: partitions, files, lines, events, quarantined, seconds (and per-partition rows).
+    ``prices``: the prices.csv the cost analytics read (default: ``prices.default_location``).
     Raises ``dg.DagsterExecutionStepExecutionError`` (or the asset's own error) on failure;
     partitions written before the failure stay written (each is replaced atomically).
     """
@@ -241,11 +244,16 @@ def run_pipeline(
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())
     if tally.rows:
-        tally.totals.update(finish(warehouse, analytics, instance))
+        tally.totals.update(finish(warehouse, analytics, instance, prices or default_location(landing)))
     return tally.summary(t0)
 
 
-def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
+def finish(
+    warehouse: str | os.PathLike,
+    analytics: bool = True,
+    instance: dg.DagsterInstance | None = None,
+    prices: str | os.PathLike | None = None,
+) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file,
     or materialize ``out_analytics`` and ``out_report`` (which rebuild it themselves).
     Returns ``analytics`` (row counts) and ``analytics_seconds`` when it ran them,
@@ -263,7 +271,7 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     from ..defs.analytics.assets import out_analytics, out_report
     from ..defs.resources import LakeResource
 
-    lake_resource = LakeResource(warehouse=warehouse)
+    lake_resource = LakeResource(warehouse=warehouse, prices=str(prices) if prices else None)
 
     t1 = time.perf_counter()
     res = dg.materialize(

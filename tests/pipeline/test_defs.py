@@ -109,10 +109,15 @@ def test_one_duckdb_writer_at_a_time(repo):
 def test_resources_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("FAULTLINE_LANDING", "/data/landing")
     monkeypatch.setenv("FAULTLINE_WAREHOUSE", "/data/wh")
+    monkeypatch.delenv("FAULTLINE_PRICES", raising=False)
     res = from_env()
-    assert res["landing"] == LandingResource(path="/data/landing") and res["lake"] == LakeResource(warehouse="/data/wh")
+    assert res["landing"] == LandingResource(path="/data/landing")
+    assert res["lake"] == LakeResource(warehouse="/data/wh", prices="/data/landing/prices.csv")
+    monkeypatch.setenv("FAULTLINE_PRICES", "/etc/prices.csv")
+    assert from_env()["lake"].prices == "/etc/prices.csv"
     monkeypatch.delenv("FAULTLINE_LANDING")
     monkeypatch.delenv("FAULTLINE_WAREHOUSE")
+    monkeypatch.delenv("FAULTLINE_PRICES")
     assert from_env()["landing"].path == "./landing" and from_env()["lake"].warehouse == "./warehouse"
 
 

@@ -19,7 +19,7 @@ def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
 
     Not partitioned: attribution windows, rates and lemon tests span days and clusters.
     The nightly_analytics schedule runs it after the night's partitions."""
-    counts = build_analytics(lake.warehouse)
+    counts = build_analytics(lake.warehouse, prices=lake.prices)
     report = lake.build_views()
     warn_no_snapshot(context, report)
     context.log.info(f"analytics: {counts}")
