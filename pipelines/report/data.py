@@ -10,6 +10,7 @@ import duckdb
 import polars as pl
 
 from ..lake import queries as Q
+from . import charts
 from .sanitize import slug
 
 MAX_JOBS = 200  # failed jobs listed, each with a postmortem
@@ -45,6 +46,7 @@ class ReportData:
     clusters: int = 0
     nodes: int = 0
     limits: dict[str, int] = field(default_factory=dict)
+    lottery: dict[str, Any] = field(default_factory=dict)  # "the lottery in dollars" (lottery())
 
 
 def covered_days(con: duckdb.DuckDBPyConnection) -> list[dt.date]:
@@ -97,6 +99,7 @@ def load(
         "count(*) AS n FROM inventory_latest",
     ).row(0)
     data.providers, data.clusters, data.nodes = (int(v or 0) for v in fleet)
+    data.lottery = lottery(con)
     return data
 
 
@@ -244,3 +247,39 @@ def _jobs(con, data: ReportData, max_jobs: int, max_lines: int) -> None:
         j["timeline"] = by_job.get((j["provider"], j["cluster"], j["job_id"]), [])
         j["deciding"] = next((t for t in j["timeline"] if t["deciding"]), None)
     data.jobs = jobs
+
+
+def lottery(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """ "The lottery in dollars" (docs/costs.md): price paid against effective price per useful
+    GPU-hour per provider, the month at each provider's effective rate, and whether the data
+    tells them apart; goodput alone without prices.csv. Empty for a warehouse without the tables."""
+    try:
+        providers = Q.run_query(con, "provider_costs", {"level": "provider"}).to_dicts()
+        clusters = Q.run_query(con, "provider_costs", {"level": "cluster"}).to_dicts()
+        pairs = Q.run_query(con, "cost_comparison", {"level": "provider"}).to_dicts()
+    except Q.QueryError:
+        return {}
+    priced = any(r["usd_paid"] is not None for r in providers)
+    eff = "effective_usd_per_useful_gpu_hour"
+    rows = sorted(
+        providers,
+        key=lambda r: (
+            (r[eff] is None, r[eff] or 0.0, r["provider"]) if priced else (-(r["goodput"] or 0), r["provider"])
+        ),
+    )
+    if priced:  # a provider some of whose node-days no price row covers has no dollars, and no bar
+        chart = charts.paired_bars(
+            [r for r in rows if r[eff] is not None], "usd_per_gpu_hour", eff, "effective_low", "effective_high"
+        )
+    else:
+        chart = charts.paired_bars([{**r, "one": 1.0} for r in rows], "one", "goodput", "goodput_low", "goodput_high")
+    unpriced = sorted(f"{r['provider']}/{r['cluster']}" for r in clusters if r["usd_paid"] is None)
+    return {
+        "priced": priced,
+        "providers": rows,
+        "clusters": clusters,
+        "pairs": pairs,
+        "chart": chart,
+        "unpriced_clusters": unpriced,
+        "cheapest": rows[0]["provider"] if rows and priced and rows[0][eff] is not None else None,
+    }
