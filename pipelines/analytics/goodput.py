@@ -1,7 +1,6 @@
-"""What failures cost in work and money: each failed job's lost work (since its last checkpoint
-save, plus the restart until its resubmission printed progress again), drained nodes, goodput
-and the effective price per useful GPU-hour per provider and cluster, with 95% intervals
-(docs/costs.md)."""
+"""What failures cost: each failed job's lost work (since its last checkpoint, plus the
+restart until its resubmission printed progress), drained nodes, goodput and the effective
+price per useful GPU-hour per provider and cluster, with 95% intervals (docs/costs.md)."""
 
 from __future__ import annotations
 
@@ -78,12 +77,9 @@ def job_progress(markers: pl.DataFrame) -> pl.DataFrame:
 def add_lost_work(
     failures: pl.DataFrame, jobs: pl.DataFrame, progress: pl.DataFrame, outputs: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """``failures`` (job_failures) with ``LOST_COLUMNS``: the work since the last checkpoint
-    save (the whole run, flagged an upper bound, when the output shows no save line; for a job
-    whose output was not kept, ``outputs`` lacking it, an estimate: see ``_no_output``), the
-    restart until the resubmission (same provider, cluster, user and job name) printed
-    progress, the lost GPU-hours with their bounds, and the job's ETTR. ``outputs``: the jobs
-    with output in the landing folder (default: those with a marker line)."""
+    """``failures`` (job_failures) with ``LOST_COLUMNS``: lost work since the last save (else the
+    whole run, an upper bound; estimated without kept output), the restart of the same-named
+    resubmission, lost GPU-hours with bounds, ETTR. ``outputs``: jobs with output (default: markers)."""
     have = (outputs if outputs is not None else progress).select(KEY).unique().with_columns(_out=pl.lit(True))
     f = failures.join(progress.select(*KEY, "last_save"), on=KEY, how="left")
     f = f.join(have, on=KEY, how="left").with_columns(pl.col("_out").fill_null(False))
@@ -203,10 +199,8 @@ def add_lost_work(
 
 
 def _from_attempts(f: pl.DataFrame, jobs: pl.DataFrame, progress: pl.DataFrame) -> pl.DataFrame:
-    """A job whose output was not kept, whose run (same provider, cluster, user and name) has
-    other attempts with two saves or more: their checkpoint cadence dates its saves (the first
-    as long after its start as theirs, then one every interval). ``_cad_lost_s`` is that
-    estimate (null without such attempts)."""
+    """For a job without kept output: the loss its run's other attempts' checkpoint cadence implies
+    (first save as long after the start as theirs, then one each interval), in ``_cad_lost_s``."""
     att = (
         jobs.select(*KEY, "user", "job_name", pl.col("start").alias("_s"))
         .join(progress.select(*KEY, "first_save", "save_every_s"), on=KEY, how="inner")
@@ -231,13 +225,9 @@ MIN_FAMILY_RUNS = 3  # long runs with output a family needs for its own never-sa
 
 
 def _no_output(f: pl.DataFrame, progress: pl.DataFrame, jobs: pl.DataFrame) -> pl.DataFrame:
-    """A job whose output was not kept lost an unknown part of its run: by its other attempts'
-    checkpoint cadence (``_from_attempts``) where there are such, else the loss expected of a
-    run that long under the fleet's checkpoint habits. Those are the cadences (interval, and
-    first save after the start) of every job whose output shows two saves or more. The rest are
-    runs that never save: the share of its name family's runs with output, longer than nearly
-    every interval, that saved nothing (the fleet's share for a family with fewer than
-    ``MIN_FAMILY_RUNS``). Outputs are assumed to go missing at random."""
+    """The lost work of a job without kept output: by its attempts' cadence (``_from_attempts``),
+    else the loss expected of a run that long under the fleet's cadences and its name family's
+    share of runs that never save (docs/costs.md; outputs assumed to go missing at random)."""
     seen = jobs.select(*KEY, "start", "end", "job_name").join(
         progress.select(*KEY, "first_save", "save_every_s", "n_saves", "first_progress"), on=KEY, how="inner"
     )
@@ -294,12 +284,9 @@ def _startup_by_cluster(jobs: pl.DataFrame, progress: pl.DataFrame) -> pl.DataFr
 
 
 def downtime(events: pl.DataFrame, jobs: pl.DataFrame, days: pl.DataFrame) -> pl.DataFrame:
-    """Per drained stretch of a node: from the controller's drain (or DOWN) line to the node's
-    next boot or next job, whichever comes first (``end``); certainly down until that boot
-    (``end_low``; the drain itself without one), at most until the next job (``end_high``);
-    never past the last covered day. Overlapping drains of a node are merged. The controller's
-    resume line is not in the lake, so a node released without a reboot counts as down until
-    its next job (an overstatement where it then sat idle)."""
+    """Per drained stretch of a node: drain (or DOWN) line to its next boot or job (``end``), certainly
+    until that boot (``end_low``), at most until its next job (``end_high``), never past the covered
+    days; overlaps merged. Without the resume line an idle node released unbooted counts as down."""
     ts = pl.Datetime("us", "UTC")
     cols = {"provider": pl.String, "cluster": pl.String, "node": pl.String, "start": ts}
     out_schema = {**cols, "end": ts, "end_low": ts, "end_high": ts}

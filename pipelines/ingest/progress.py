@@ -19,10 +19,9 @@ ROW_COLUMNS = {
 
 
 def marker_rows(lines: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
-    """The marker lines among ``lines`` (``_file``, ``line_no``, ``raw``, ``_ref_date``: lines
-    that hold a marker keyword, in file order). A line's time is its prefix stamp, else a stamp
-    inside its message (NeMo, torchtitan and HF Trainer print their own), else the time of the
-    line before it in the same file (``inherited``)."""
+    """The marker lines among ``lines`` (``_file``, ``line_no``, ``raw``, ``_ref_date``), with their
+    time: the prefix stamp, else a stamp in the message (NeMo, torchtitan, HF Trainer), else the
+    time of the line before it in the file (``inherited``)."""
     if lines.is_empty():
         return pl.DataFrame(schema={"_file": pl.Int32, **ROW_COLUMNS})
     c = lines.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw"))).unnest("p")

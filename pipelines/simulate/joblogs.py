@@ -177,10 +177,9 @@ def _by_flag(frame, col, lines_for, base):
 
 
 def _progress(j, rng):
-    """Rank 0's progress lines (about 200 per run, at least a minute apart) from the first at
-    ``prog0``, a checkpoint save every ``ckpt_every`` (each right after a progress line, as
-    Megatron prints its saves) until the failure, and the checkpoint load of a resumed job just
-    before its first progress line: the job's stack's real line shapes (``joblogs_text``)."""
+    """Rank 0's progress lines (~200 a run, a minute apart at least) from ``prog0``, a save every
+    ``ckpt_every`` right after a progress line, and a resumed job's checkpoint load just before its
+    first progress line, in its stack's real line shapes (``joblogs_text``)."""
     stop = pl.when(pl.col("cascade") == "none").then(pl.col("end") - 10 * S).otherwise(pl.col("t_event"))
     base = j.select(
         "jkey",
