@@ -31,6 +31,8 @@ GROUP_NAMES = {
     "cuda_dev",
     "recovery_action",
 }
+MARKER_GROUPS = {"step", "path", "tokens_per_s", "samples_per_s"}  # progress.yaml rules only
+MARKERS = {"checkpoint_save", "checkpoint_load", "progress"}
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
 RULE_KEYS = {
     "id",
@@ -45,8 +47,23 @@ RULE_KEYS = {
     "keep",
     "examples",
     "family",
+    "marker",
 }
-FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch", "cuda", "slurm", "boot"}
+FAMILIES = {
+    "nvrm",
+    "nvswitch",
+    "nic",
+    "pcie",
+    "host",
+    "storage",
+    "thermal",
+    "nccl",
+    "pytorch",
+    "cuda",
+    "slurm",
+    "boot",
+    "progress",
+}
 
 # The Xid table of docs/taxonomy.md: code -> the project's category.
 TAXONOMY_XIDS = {
@@ -202,7 +219,10 @@ def test_pattern_compiles_with_allowed_named_groups(rule_id):
     r = RULE_BY_ID[rule_id]
     pl.Series([""]).str.contains(r["pattern"])  # raises on syntax polars (Rust regex) rejects
     fields = pl.Series(r["examples"]).str.extract_groups(r["pattern"]).struct.fields
-    assert set(fields) <= GROUP_NAMES, f"unnamed or unknown groups: {set(fields) - GROUP_NAMES}"
+    allowed = GROUP_NAMES | (MARKER_GROUPS if "marker" in r else set())
+    assert set(fields) <= allowed, f"unnamed or unknown groups: {set(fields) - allowed}"
+    if "marker" in r:
+        assert r["marker"] in MARKERS and r["category"] == "benign" and not r.get("keep")
     if r["category"] == "from_xid":
         assert "xid" in fields
     if "caused_by_xid" in fields or "recovery_action" in fields:

@@ -1,0 +1,45 @@
+"""Job output's progress and checkpoint lines -> ``job_markers`` rows: the marker rules'
+verdict (``classify.markers``) and when each line was printed."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..classify.markers import MARKER_COLUMNS, marker_fields, stamp_in_message
+from ..classify.ruleset import RuleSet
+from .prefix import derive_timestamps, split_prefix
+
+#: what ``marker_rows`` returns per marker line (besides the caller's ``_file``)
+ROW_COLUMNS = {
+    "line_no": pl.Int64,
+    "ts": pl.Datetime("us", "UTC"),
+    "ts_source": pl.String,
+    **MARKER_COLUMNS,
+}
+
+
+def marker_rows(lines: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
+    """The marker lines among ``lines`` (``_file``, ``line_no``, ``raw``, ``_ref_date``), with their
+    time: the prefix stamp, else a stamp in the message (NeMo, torchtitan, HF Trainer), else the
+    time of the line before it in the file (``inherited``)."""
+    if lines.is_empty():
+        return pl.DataFrame(schema={"_file": pl.Int32, **ROW_COLUMNS})
+    c = lines.sort("_file", "line_no").with_columns(p=split_prefix(pl.col("raw"))).unnest("p")
+    c = derive_timestamps(c)
+    msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
+    own = stamp_in_message(msg)
+    c = c.with_columns(
+        ts_source=pl.when(pl.col("ts").is_not_null())
+        .then(pl.col("ts_source"))
+        .when(own.is_not_null())
+        .then(pl.lit("in_message"))
+        .otherwise(pl.lit("inherited")),
+        ts=pl.coalesce(pl.col("ts"), own),
+    )
+    c = c.with_columns(ts=pl.col("ts").fill_null(strategy="forward").over("_file"))
+    c = c.with_columns(ts_source=pl.when(pl.col("ts").is_null()).then(pl.lit("none")).otherwise(pl.col("ts_source")))
+    fields = marker_fields(c.select(msg.alias("m"))["m"], rs)
+    out = pl.concat([c.select("_file", "line_no", "ts", "ts_source"), fields], how="horizontal")
+    return out.filter(pl.col("marker").is_not_null()).select(
+        pl.col("_file").cast(pl.Int32), *[pl.col(k).cast(t) for k, t in ROW_COLUMNS.items()]
+    )
