@@ -113,16 +113,57 @@ def test_times_come_from_the_prefix_the_message_or_the_line_before(rs):
         "  successfully saved checkpoint at iteration   33241 to /gpfsscratch/rech/six/commun/checkpoints/tr1-13B/checkpoints\n"
         "i.finetune/0 [NeMo I 2025-08-26 13:45:33 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 10 : "
         "Start time: 1756196133.682s : Save duration: 0.232s\n"
+        "[rank0]:[0] 2025-06-25 12:55:37,346 - root - INFO - Received async checkpoint request with id=./outputs/checkpoint/step-1\n"
     )
     ctx = SourceContext(source="jobs/1/out.log", kind="job", ref_date=dt.date(2025, 1, 1), job_id="1")
     m = parse_stream(io.BytesIO(text.encode()), ctx, rs).markers
-    assert m["ts_source"].to_list() == ["naive_utc", "inherited", "in_message"]
+    # NeMo's logger (behind a NeMo-Run replica label) is a prefix of job output; torchtitan's
+    # stamp behind "[0] " is inside the message
+    assert m["ts_source"].to_list() == ["naive_utc", "inherited", "naive_utc", "in_message"]
     assert m["ts"].to_list() == [
         dt.datetime(2021, 8, 8, 1, 0, 44, 221000, tzinfo=UTC),
         dt.datetime(2021, 8, 8, 1, 0, 44, 221000, tzinfo=UTC),
         dt.datetime(2025, 8, 26, 13, 45, 33, tzinfo=UTC),
+        dt.datetime(2025, 6, 25, 12, 55, 37, 346000, tzinfo=UTC),
     ]
-    assert m["step"].to_list() == [33241, 33241, 10]
+    assert m["step"].to_list() == [33241, 33241, 10, 1]
+
+
+# launcher labels of real job-output lines (tests/unit/test_job_prefix.py), outermost first
+LABELS = (
+    "worker-5: ",
+    "rdma-test-gpu-worker-1: ",
+    "[1,23]<stdout>:",
+    "(RayTrainWorker pid=2273, ip=172.24.21.66) ",
+    "2026-02-18T10:48:25.681Z ",
+    "0: ",
+    "[default0]:[rank12]:",
+)
+
+
+def test_marker_lines_behind_any_launcher_label(rs, tmp_path):
+    """Real marker messages whose rules anchor at the message's start (examples of
+    progress.yaml), behind each launcher label: the same marker, step and path through both
+    scanners, and a collector's stamp is the line's time."""
+    msgs = [
+        "Saving model to /home/mreso/llama-recipes/../llama_output_fsdp/fine-tuned-meta-llama/Meta-Llama-3.1-8B",
+        "saving checkpoint to out",
+        "Updating weights from resume model",
+        "steps: 10 loss: 2.2985 iter time (s): 0.400 samples/sec: 639.687",
+        "Iteration 0 complete",
+    ]
+    bare = marker_fields(pl.Series(msgs), rs).select(FIELDS)
+    assert bare["marker"].null_count() == 0
+    text = "".join(f"{label}{m}\n" for label in LABELS for m in msgs).encode()
+    ctx = SourceContext(source="jobs/1/out.log", kind="job", ref_date=dt.date(2026, 2, 18), job_id="1")
+    path = tmp_path / "out.log"
+    path.write_bytes(text)
+    for got in (parse_stream(io.BytesIO(text), ctx, rs).markers, parse_files([(path, ctx)], rs)[0].markers):
+        assert got["line_no"].to_list() == list(range(1, len(LABELS) * len(msgs) + 1))
+        assert got.select(FIELDS).to_dicts() == bare.to_dicts() * len(LABELS)
+        stamped = got.filter(pl.col("line_no").is_between(4 * len(msgs) + 1, 5 * len(msgs)))
+        assert set(stamped["ts_source"]) == {"absolute"}
+        assert set(stamped["ts"]) == {dt.datetime(2026, 2, 18, 10, 48, 25, 681000, tzinfo=UTC)}
 
 
 def test_kernel_logs_and_full_mode_keep_no_markers(rs):
