@@ -349,3 +349,35 @@ def test_run_with_a_bad_prices_file_is_one_error_naming_the_line(landing, tmp_pa
     costs = pl.read_parquet(wh / "analytics" / "provider_costs.parquet").filter(pl.col("level") == "provider")
     priced = dict(costs.select("provider", "usd_per_gpu_hour").iter_rows())
     assert priced["northwind"] == 2.5 and priced.get("bluepeak", None) is None
+
+
+def test_known_apply_keeps_the_prices_of_the_run(landing, tmp_path):
+    """`known apply` recomputes the analytics as `faultline run` does at its end: with the
+    landing folder's prices.csv (or --prices); without one it says the dollars are gone."""
+    from faultline.cli import main
+
+    land = landing
+    (land / "prices.csv").write_text(
+        "provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,2.5,,\n"
+    )
+    wh = tmp_path / "wh"
+    r = CliRunner().invoke(run, ["--landing", str(land), "--warehouse", str(wh), "--workers", "1"])
+    assert r.exit_code == 0, r.output
+
+    def paid() -> dict:
+        costs = pl.read_parquet(wh / "analytics" / "provider_costs.parquet").filter(pl.col("level") == "provider")
+        return dict(costs.select("provider", "usd_per_gpu_hour").iter_rows())
+
+    assert paid()["northwind"] == 2.5
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--landing", str(land)])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    assert paid()["northwind"] == 2.5
+    bad = tmp_path / "bad.csv"
+    bad.write_text("provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,n/a,,\n")
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--prices", str(bad)])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {bad}, line 2: usd_per_gpu_hour 'n/a' is not a number"
+    assert paid()["northwind"] == 2.5
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--landing", str(tmp_path / "elsewhere")])
+    assert r.exit_code == 0, r.output
+    assert "warning: the analytics had prices; no prices.csv at " in r.output
+    assert paid()["northwind"] is None
