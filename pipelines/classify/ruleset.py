@@ -29,6 +29,10 @@ GROUP_NAMES = (
 )
 SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
 JOB_FAMILIES = ("nccl", "pytorch", "cuda", "slurm")  # rule families of job output
+#: what a progress/checkpoint rule (``marker: ...``, models/rules/progress.yaml) says a line is,
+#: and the named groups only such rules may capture (kept in the lake's job_markers table)
+MARKERS = ("checkpoint_save", "checkpoint_load", "progress")
+MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,9 @@ class Rule:
     joins_any: bool  # a continuation that joins the event above whatever its family (dump lines)
     opens: bool  # a header: the next line of its family joins it (GPU identity before an Xid)
     keep: bool
-    groups: tuple[str, ...]
+    groups: tuple[str, ...]  # named groups of GROUP_NAMES
+    marker: str | None = None  # one of MARKERS: the line is training progress or a checkpoint
+    marker_groups: tuple[str, ...] = ()  # named groups of MARKER_GROUPS
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,25 @@ class RuleSet:
     def error_regex(self) -> str:
         return "|".join(re.escape(w) for w in self.error_words)
 
+    @cached_property
+    def markers(self) -> RuleSet:
+        """The progress and checkpoint rules alone, in order: what the marker pass tries
+        (``classify.markers``); their keywords are its prefilter (``marker_prefilter``)."""
+        return RuleSet(
+            tuple(r for r in self.rules if r.marker),
+            self.taxonomy,
+            self.xid_catalog,
+            (),
+            (),
+            self.version,
+        )
+
+    @cached_property
+    def marker_prefilter(self) -> str:
+        """Regex of the marker rules' keywords: a line holding none of them is no marker."""
+        lits = sorted({k for r in self.rules if r.marker for k in r.keywords})
+        return "|".join(re.escape(x) for x in lits)
+
 
 # libyaml's loader where PyYAML has it: the same documents, about ten times faster to read
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -133,13 +158,17 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
     rules = []
     for f in files:
         for r in f.get("rules", []):
-            groups = tuple(re.findall(r"\(\?P<(\w+)>", r["pattern"]))
-            bad = [g for g in groups if g not in GROUP_NAMES]
+            named = tuple(re.findall(r"\(\?P<(\w+)>", r["pattern"]))
+            marker = r.get("marker")
+            allowed = GROUP_NAMES + (MARKER_GROUPS if marker else ())
+            bad = [g for g in named if g not in allowed]
             if bad:
                 raise ValueError(f"rule {r['id']}: unknown named groups {bad}")
             cat = r["category"]
             if cat not in taxonomy.domains and cat not in SPECIAL_CATEGORIES:
                 raise ValueError(f"rule {r['id']}: unknown category {cat!r}")
+            if marker is not None and (marker not in MARKERS or cat != "benign"):
+                raise ValueError(f"rule {r['id']}: a marker is one of {MARKERS} on a benign rule")
             rules.append(
                 Rule(
                     id=r["id"],
@@ -153,7 +182,9 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                     joins_any=bool(r.get("joins_any", False)),
                     opens=bool(r.get("opens", False)),
                     keep=bool(r.get("keep", False)),
-                    groups=groups,
+                    groups=tuple(g for g in named if g in GROUP_NAMES),
+                    marker=marker,
+                    marker_groups=tuple(g for g in named if g in MARKER_GROUPS),
                 )
             )
     cat_bytes = _read("xid_catalog.csv")

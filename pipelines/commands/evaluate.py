@@ -59,5 +59,18 @@ def evaluate(truth, warehouse, as_json, strict):
                 f"{'covered' if r['covered'] else 'NOT covered'}  (up-time {r['up_time_rate']:.2f}: "
                 f"{'covered' if r['covered_up_time_rate'] else 'not covered'})"
             )
+        costs = res.get("provider_costs")
+        if costs is not None:
+            click.echo(
+                '\nlost GPU-hours and goodput (TRUTH.md, "Goodput and cost"): true against measured; goodput '
+                "with its 95% interval"
+            )
+            for r in costs.iter_rows(named=True):
+                click.echo(
+                    f"  {r['provider']:12} lost {r['true_lost']:10,.1f} measured {r['lost'] or 0:10,.1f} "
+                    f"({100 * (r['lost_error'] or 0):+.1f}%)  goodput {r['true_goodput']:.4f} measured "
+                    f"{r['goodput'] or 0:.4f} [{r['goodput_low'] or 0:.4f}, {r['goodput_high'] or 0:.4f}]  "
+                    f"{'covered' if r['goodput_covered'] else 'NOT covered'}"
+                )
     if strict and any(v is False for v in ok.values()):
         raise SystemExit(1)

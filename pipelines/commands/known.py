@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ._options import parse_date
+from ._options import LOCATION, parse_date
 from .sql import open_warehouse, warehouse_option
 
 known_issues_option = click.option(
@@ -284,25 +284,64 @@ def known_suggest(known_issues: Path | None, warehouse, days: int, window_days: 
     click.echo(to_yaml(found, reg), nl=False)
 
 
+def _priced(warehouse) -> bool:
+    """Whether the warehouse's analytics carry dollars (they were built with a prices.csv)."""
+    import polars as pl
+
+    from ..lake.files import analytics_present, analytics_root
+
+    if "provider_costs" not in analytics_present(warehouse):
+        return False
+    with (analytics_root(warehouse) / "provider_costs.parquet").open("rb") as fh:
+        return pl.read_parquet(fh, columns=["usd_paid"])["usd_paid"].is_not_null().any()
+
+
 @known.command("apply")
 @known_issues_option
 @warehouse_option
-def known_apply(known_issues: Path | None, warehouse):
+@click.option(
+    "--landing",
+    type=LOCATION,
+    envvar="FAULTLINE_LANDING",
+    default="landing",
+    show_default=True,
+    help="The landing folder whose prices.csv the analytics read, as `faultline run`. Env: FAULTLINE_LANDING.",
+)
+@click.option(
+    "--prices",
+    type=LOCATION,
+    envvar="FAULTLINE_PRICES",
+    help="prices.csv for the cost analytics (docs/costs.md). Default: LANDING/prices.csv when it exists. "
+    "Env: FAULTLINE_PRICES.",
+)
+def known_apply(known_issues: Path | None, warehouse, landing, prices):
     """Recompute the analytics with the current file (no re-ingest), then the views and the
-    report: what `faultline run` does at its end. A bad file changes nothing."""
+    report: what `faultline run` does at its end. A bad file (or prices.csv) changes nothing."""
     import time
 
+    from ..analytics.prices import PricesError, default_location, load_prices
     from ..lake.storage import isdir
 
     reg = load_registry(known_issues, warehouse)
     if not isdir(warehouse):
         raise click.ClickException(f"no warehouse at {warehouse}: run `faultline run` first")
+    price_file = str(prices) if prices else default_location(landing)
+    try:
+        price_rows = load_prices(price_file, required=prices is not None)
+    except PricesError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if price_rows is None and _priced(warehouse):
+        click.echo(
+            f"warning: the analytics had prices; no prices.csv at {price_file}, so the recomputed ones have "
+            "no dollars (pass --landing or --prices)",
+            err=True,
+        )
     from ..launch.local import finish
 
     t0 = time.perf_counter()
     try:
         with known_issues_env(known_issues):
-            summary = finish(warehouse)
+            summary = finish(warehouse, prices=price_file if price_rows is not None else None)
     except Exception as exc:  # noqa: BLE001 - one clear line, the traceback is Dagster's
         raise click.ClickException(f"analytics failed: {type(exc).__name__}: {exc}") from exc
     counts = summary.get("analytics") or {}

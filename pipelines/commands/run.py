@@ -74,10 +74,18 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     help="Dask scheduler for --executor dask (tcp://HOST:8786). Env: FAULTLINE_DASK_ADDRESS.",
 )
 @known_issues_option
-def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address, known_issues):
+@click.option(
+    "--prices",
+    type=LOCATION,
+    envvar="FAULTLINE_PRICES",
+    help="prices.csv for the cost analytics (docs/costs.md). Default: LANDING/prices.csv when it exists. "
+    "Env: FAULTLINE_PRICES.",
+)
+def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask_address, known_issues, prices):
     """Ingest every landing partition (or the selected ones) into the lake, then refresh the DuckDB
     views; re-running a partition replaces its tables. The views read a snapshot of the lake, kept an
     hour after a newer build (env FAULTLINE_SNAPSHOT_GRACE_S, seconds; docs/architecture.md)."""
+    from ..analytics.prices import PricesError, default_location, load_prices
     from ..ingest.landing import LandingError
     from ..lake.storage import is_url, isdir
     from ..lake.views import db_path
@@ -94,6 +102,11 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     try:
         todo = select_partitions(landing, dates, clusters)
     except LandingError as exc:
+        raise click.ClickException(str(exc)) from exc
+    price_file = str(prices) if prices else default_location(landing)
+    try:  # a bad prices.csv stops the run before anything is ingested
+        load_prices(price_file, required=prices is not None)
+    except PricesError as exc:
         raise click.ClickException(str(exc)) from exc
     if not todo:
         raise click.ClickException(
@@ -127,9 +140,18 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
             # several hosts need one shared Dagster instance ($DAGSTER_HOME); one host: a temporary one
             instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else None
             return run_on_dask(
-                landing, warehouse, dask_address, dates or None, clusters or None, progress=progress, instance=instance
+                landing,
+                warehouse,
+                dask_address,
+                dates or None,
+                clusters or None,
+                progress=progress,
+                instance=instance,
+                prices=price_file,
             )
-        return run_pipeline(landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers)
+        return run_pipeline(
+            landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers, prices=price_file
+        )
 
     try:
         with known_issues_env(known_issues):

@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from ..analytics.prices import default_location
 from ..classify.ruleset import load_ruleset
 from ..ingest import landing
 from ..ingest.landing import Discovery, Partition
@@ -39,9 +40,11 @@ class LandingResource(dg.ConfigurableResource):
 
 
 class LakeResource(dg.ConfigurableResource):
-    """The warehouse folder: the Parquet lake, the analytics tables and the DuckDB view file."""
+    """The warehouse folder: the Parquet lake, the analytics tables and the DuckDB view file,
+    and the prices.csv the cost analytics read (it may not exist: then no dollars)."""
 
     warehouse: str
+    prices: str | None = None
 
     def writer(self) -> "PartitionLake":
         """Writes on background threads (``lake_writer.PartitionWriter``): a context manager."""
@@ -78,7 +81,10 @@ def from_env() -> dict[str, dg.ConfigurableResource]:
         "landing": LandingResource(
             path=os.environ.get("FAULTLINE_LANDING", "./landing"), models_dir=os.environ.get("FAULTLINE_MODELS") or None
         ),
-        "lake": LakeResource(warehouse=os.environ.get("FAULTLINE_WAREHOUSE", "./warehouse")),
+        "lake": LakeResource(
+            warehouse=os.environ.get("FAULTLINE_WAREHOUSE", "./warehouse"),
+            prices=default_location(os.environ.get("FAULTLINE_LANDING", "./landing")),
+        ),
     }
 
 

@@ -22,6 +22,7 @@ from ..classify.ruleset import GROUP_NAMES, JOB_FAMILIES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, UTC_TS, conform
 from . import literal_scan, reader
 from .prefix import JOB_FIELDS, derive_timestamps, job_label_prefix, split_prefix, with_job_fields
+from .progress import marker_rows
 
 # Job output: messages (prefix stripped) that continue the message above them (traceback
 # bodies, C++ frames, the torchrun failure table), and the exception line that ends a traceback.
@@ -116,6 +117,7 @@ class ParseResult:
     message: str | None = None
     per_line: pl.DataFrame | None = None  # full mode: one row per physical line
     content_sha256: str | None = None  # of the content read (decompressed); None if unread
+    markers: pl.DataFrame | None = None  # job output: progress and checkpoint lines (classify.markers)
 
     @property
     def balanced(self) -> bool:
@@ -128,6 +130,7 @@ class FileScan:
 
     ctx: SourceContext
     candidates: list = field(default_factory=list)  # frames: line_no, raw, _long, _garbage
+    markers: list = field(default_factory=list)  # job output: frames line_no, raw of marker lines
     lines_read: int = 0
     bytes_read: int = 0
     fmt: str | None = None
@@ -256,13 +259,14 @@ def _fresh(raw: pl.Series) -> pl.Series:
 
 def _scan_block(
     block: reader.Block, ctx: SourceContext, rs: RuleSet, fmt: str | None, lines: pl.DataFrame | None = None
-) -> tuple[int, pl.DataFrame]:
+) -> tuple[int, pl.DataFrame, pl.DataFrame | None]:
     """Split one block into lines (unless given) and keep its candidates (every line in full
-    mode); line numbers count from the block's ``first_line_no``."""
+    mode) and, of job output, its marker lines; line numbers count from the block's
+    ``first_line_no``."""
     if lines is None:
         fast = _fast_candidates(block, ctx, rs, fmt)
         if fast is not None:
-            return fast
+            return (*fast, None)
     lines = lines_frame(block) if lines is None else lines
     dirty = not (_clean(block.head) and _clean(block.body))
     sel = _flags(lines.lazy(), dirty, block)
@@ -277,7 +281,17 @@ def _scan_block(
         if not ctx.full:
             # fresh strings: a filtered string view would pin the whole block in memory
             cand = cand.with_columns(raw=_fresh(cand["raw"]))
-    return lines.height, cand
+    return lines.height, cand, _marker_lines(lines, ctx, rs)
+
+
+def _marker_lines(lines: pl.DataFrame, ctx: SourceContext, rs: RuleSet) -> pl.DataFrame | None:
+    """The lines of job output holding a marker rule's keyword (overlong lines aside), as
+    fresh strings; None for other files and in full mode."""
+    if ctx.kind != "job" or ctx.full or not rs.marker_prefilter:
+        return None
+    raw = pl.col("raw")
+    mk = lines.filter(raw.str.contains(rs.marker_prefilter) & (raw.str.len_bytes() <= reader.MAX_LINE_BYTES))
+    return mk.select("line_no", raw=_fresh(mk["raw"])) if mk.height else None
 
 
 def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=None) -> FileScan:
@@ -287,11 +301,13 @@ def scan_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet, *, on_block=N
     scan = FileScan(ctx)
     stats = reader.ReadStats()
 
-    def take(n_lines: int, cand: pl.DataFrame) -> None:
+    def take(n_lines: int, cand: pl.DataFrame, marks: pl.DataFrame | None) -> None:
         if cand.height:
             if scan.lines_read:
                 cand = cand.with_columns(line_no=pl.col("line_no") + scan.lines_read)
             scan.candidates.append(cand)
+        if marks is not None:
+            scan.markers.append(marks.with_columns(line_no=pl.col("line_no") + scan.lines_read))
         scan.lines_read += n_lines
         if on_block is not None:
             on_block(scan)
@@ -424,8 +440,15 @@ def _scan_small(small: list[tuple], rs: RuleSet, scans: list) -> None:
         .collect()
     )
     parts = cand.partition_by("f", as_dict=True)
+    is_job = [c.kind == "job" for _i, _p, c, _d, _h in small]
+    marks = {}
+    if any(is_job) and rs.marker_prefilter:
+        mk = lines.filter(per_file(is_job) & r.str.contains(rs.marker_prefilter) & ~long_)
+        marks = mk.select("f", "line_no", raw=_fresh(mk["raw"])).partition_by("f", as_dict=True, include_key=False)
     for f, ((i, _path, ctx, data, digest), n_lines) in enumerate(zip(small, counts)):
         scan = FileScan(ctx, lines_read=n_lines, bytes_read=len(data), fmt=fmts[f], content_sha256=digest)
+        if (f,) in marks:
+            scan.markers.append(marks[(f,)])
         if (f,) in parts:
             c = parts[(f,)]
             # fresh strings: a slice would pin the whole batch in memory
@@ -614,10 +637,12 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             lines = lines.with_columns(_q=pl.lit(False))
     else:
         ev = q = lines = None
+    marks = [m.with_columns(_file=pl.lit(i, pl.Int32)) for i, s in enumerate(scans) for m in s.markers]
+    mk = marker_rows(pl.concat(marks).join(ctxs.select("_file", "_ref_date"), on="_file"), rs) if marks else None
     # each frame split by file once (filtering per file would scan every frame once a file)
     by_file = {
         name: (frame.partition_by("_file", as_dict=True) if frame is not None else {})
-        for name, frame in (("ev", ev), ("q", q), ("lines", lines if full else None))
+        for name, frame in (("ev", ev), ("q", q), ("lines", lines if full else None), ("mk", mk))
     }
     out = []
     for i, s in enumerate(scans):
@@ -647,6 +672,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             s.error,
             per_line,
             s.content_sha256,
+            by_file["mk"][(i,)].drop("_file") if (i,) in by_file["mk"] else None,
         )
         res.benign = s.lines_read - event_lines - n_q
         out.append(res)

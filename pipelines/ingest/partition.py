@@ -38,6 +38,7 @@ class PartitionTables:
     jobs: pl.DataFrame  # sacct allocations (RAW_JOBS)
     steps: pl.DataFrame
     flight: pl.DataFrame  # one flight-recorder summary row per rank
+    markers: pl.DataFrame  # progress and checkpoint lines of job output (job_markers)
     quarantine: pl.DataFrame
     audit: pl.DataFrame
 
@@ -308,7 +309,7 @@ def ingest_partition(
     if pf.slurmctld is not None:
         items.append((pf.slurmctld, "slurmctld", ctx(pf.slurmctld, "slurmctld")))
     results = parse_partition_files([(path, c) for path, _kind, c in items], rs)
-    kernel, job = [], []
+    kernel, job, markers = [], [], []
     first_copy: dict[str, Path] = {}  # content sha256 -> first file delivering it
     for (path, kind, _c), res in zip(items, results):
         key = res.content_sha256 if not res.message and res.lines_read else None
@@ -324,6 +325,8 @@ def ingest_partition(
             first_copy[key] = path
         acc.add_parse(path, kind, res)
         (kernel if kind == "kernel" else job).append(res.events)
+        if res.markers is not None and res.markers.height:
+            markers.append(res.markers.with_columns(job_id=pl.lit(_c.job_id), source=pl.lit(_c.source)))
     jobs, steps = (
         _sacct(pf.sacct, acc)
         if pf.sacct is not None
@@ -348,6 +351,15 @@ def ingest_partition(
         jobs=finish(_part_cols(jobs, part), "raw_slurm_jobs"),
         steps=finish(_part_cols(steps, part), "steps"),
         flight=finish(_part_cols(flight, part), "flight_recorder"),
+        markers=finish(
+            _part_cols(
+                pl.concat(markers, how="vertical_relaxed")
+                if markers
+                else pl.DataFrame(schema=TABLES["job_markers"]).drop("provider", "cluster", "date"),
+                part,
+            ),
+            "job_markers",
+        ),
         quarantine=finish(_part_cols(quarantine, part), "quarantine"),
         audit=finish(_part_cols(audit, part), "ingest_audit"),
     )

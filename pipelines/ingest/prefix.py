@@ -200,13 +200,20 @@ def split_prefix(raw: pl.Expr, job: bool = False) -> pl.Expr:
     output, whose launcher labels are read first (and ``JOB_FIELDS`` added)."""
     if not job:
         return _split(raw, _HEAD_RE, PREFIX_FIELDS)
-    lab = raw.str.extract_groups(JOB_LABEL_RE)
-    p = _split(lab.struct.field("rest"), _JOB_HEAD_RE, JOB_PREFIX_FIELDS)
-    msg = pl.concat_str([lab.struct.field("stepd").fill_null(""), p.struct.field("msg")])
-    return pl.struct(
-        [(msg.alias(f) if f == "msg" else p.struct.field(f)) for f in JOB_PREFIX_FIELDS]
-        + [lab.struct.field(f) for f in JOB_FIELDS]
+    return raw.map_batches(_split_job, return_dtype=_JOB_STRUCT)
+
+
+_JOB_STRUCT = pl.Struct({f: pl.String for f in JOB_PREFIX_FIELDS + JOB_FIELDS})
+
+
+def _split_job(raw: pl.Series) -> pl.Series:
+    # in steps: as one nested expression polars evaluates the label regex once per field
+    lab = (
+        pl.DataFrame({"raw": raw.cast(pl.String)}).select(pl.col("raw").str.extract_groups(JOB_LABEL_RE)).unnest("raw")
     )
+    p = lab.select(p=_split(pl.col("rest"), _JOB_HEAD_RE, JOB_PREFIX_FIELDS)).unnest("p")
+    p = p.with_columns(msg=pl.concat_str([lab["stepd"].fill_null(""), p["msg"]]))
+    return pl.concat([p, lab.select(JOB_FIELDS)], how="horizontal").to_struct(raw.name)
 
 
 def _month_expr(name: pl.Expr) -> pl.Expr:

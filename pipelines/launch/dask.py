@@ -17,6 +17,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import dagster as dg
 
+from ..analytics.prices import default_location
 from ..ingest.landing import Partition
 from ..lake import storage
 from .local import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
@@ -135,6 +136,7 @@ def run_on_dask(
     concurrent_runs: int | None = None,
     instance: dg.DagsterInstance | None = None,
     analytics: bool = True,
+    prices: str | None = None,
 ) -> dict:
     """Materialize the selected partitions on the Dask scheduler at ``address``; a summary like
     ``local.run_pipeline``'s, plus ``dask`` (address, runs, steps per worker). ``instance``: one the
@@ -173,7 +175,7 @@ def run_on_dask(
                 inst.dispose()
     if tally.rows:
         # this process is the one DuckDB writer
-        tally.totals.update(finish(warehouse, analytics))
+        tally.totals.update(finish(warehouse, analytics, prices=prices or default_location(landing)))
     return tally.summary(
         t0,
         dask={

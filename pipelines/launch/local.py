@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
+from ..analytics.prices import default_location
 from ..ingest.landing import Partition, discover
 from ..ingest.pool import WORKERS_ENV as PARSE_WORKERS_ENV
 from ..lake import storage
@@ -219,10 +220,12 @@ def run_pipeline(
     instance: dg.DagsterInstance | None = None,
     analytics: bool = True,
     workers: int | None = None,
+    prices: str | os.PathLike | None = None,
 ) -> dict:
     """Materialize every selected partition; ``progress(done, total, partition, stats)`` after each.
     Returns a summary (partitions, files, lines, events, quarantined, seconds, per-partition rows).
-    On failure raises the step's error; partitions written before it stay written."""
+    On failure raises the step's error; partitions written before it stay written.
+    ``prices``: the prices.csv the cost analytics read (default: ``prices.default_location``)."""
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     tally = Tally(len(parts), progress)
@@ -249,7 +252,7 @@ def run_pipeline(
             if saved is None:
                 os.environ.pop(PARSE_WORKERS_ENV, None)
     if tally.rows:
-        tally.totals.update(finish(warehouse, analytics, instance or home))
+        tally.totals.update(finish(warehouse, analytics, instance or home, prices or default_location(landing)))
     return tally.summary(t0)
 
 
@@ -266,10 +269,16 @@ def _run_pool(ctx, workers: int, landing, warehouse, models_dir, keys, jobs: lis
             done(futures[fut], fut.result())
 
 
-def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.DagsterInstance | None = None) -> dict:
+def finish(
+    warehouse: str | os.PathLike,
+    analytics: bool = True,
+    instance: dg.DagsterInstance | None = None,
+    prices: str | os.PathLike | None = None,
+) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file, or
     materialize ``out_analytics`` and ``out_report`` (which rebuild it). Returns ``compaction``,
-    ``snapshot_error``, and ``analytics`` with ``analytics_seconds`` when it ran them."""
+    ``snapshot_error``, and ``analytics`` with ``analytics_seconds`` when it ran them; ``prices``: the
+    prices.csv the analytics read (None: none, no dollars)."""
     from ..lake import compact
     from ..lake import views as view_file
 
@@ -283,7 +292,7 @@ def finish(warehouse: str | os.PathLike, analytics: bool = True, instance: dg.Da
     from ..defs.analytics.assets import out_analytics, out_report
     from ..defs.resources import LakeResource
 
-    lake_resource = LakeResource(warehouse=warehouse)
+    lake_resource = LakeResource(warehouse=warehouse, prices=str(prices) if prices else None)
 
     t1 = time.perf_counter()
     res = dg.materialize(

@@ -165,3 +165,46 @@ def heatmap(h: dict[str, Any], days: list[dt.date], night: dt.date) -> dict[str,
         "width": left + max(len(days), 1) * cell + 6,
         "height": top + max(len(h["racks"]), 1) * cell + 4,
     }
+
+
+def paired_bars(
+    rows: list[dict[str, Any]], first: str, second: str, low: str, high: str, width: int = 520, bar: int = 9
+) -> dict[str, Any]:
+    """Two horizontal bars per row on one shared scale (the price paid and the effective price
+    per useful GPU-hour, or 1 and the goodput), the second with its 95% whisker."""
+    top = nice_max(max([r.get(k) or 0 for r in rows for k in (first, second, high)] + [0]))
+    left, right, row_h = 110, 12, 2 * bar + 14
+    span = width - left - right
+
+    def x(v):
+        return round(left + span * min(max(v or 0.0, 0.0), top) / top, 1)
+
+    marks = []
+    for i, r in enumerate(rows):
+        y = 20 + i * row_h
+        marks.append(
+            {
+                "label": r.get("provider") or "",
+                "y1": y,
+                "y2": y + bar + 2,
+                "ytext": y + bar,
+                "w1": round(x(r.get(first)) - left, 1),
+                "w2": round(x(r.get(second)) - left, 1),
+                "x_lo": x(r.get(low)),
+                "x_hi": x(r.get(high)),
+                "ymid": y + bar + 2 + bar / 2,
+                "v1": r.get(first),
+                "v2": r.get(second),
+                "lo": r.get(low),
+                "hi": r.get(high),
+            }
+        )
+    return {
+        "width": width,
+        "height": 20 + len(rows) * row_h + 18,
+        "left": left,
+        "bar": bar,
+        "marks": marks,
+        "ticks": [{"x": x(t), "label": fmt_tick(t)} for t in ticks(top)],
+        "axis_y": 20 + len(rows) * row_h + 2,
+    }

@@ -11,8 +11,8 @@ import duckdb
 import polars as pl
 
 from ..lake import queries as Q
+from . import charts, triage
 from . import known as K
-from . import triage
 from .counts import counts
 from .headline import SQL_MACRO, header_pattern
 from .sanitize import slug
@@ -61,6 +61,7 @@ class ReportData:
     nodes: int = 0
     limits: dict[str, int] = field(default_factory=dict)
     known: dict[str, Any] = field(default_factory=dict)  # the known-issues section (known_issues())
+    lottery: dict[str, Any] = field(default_factory=dict)  # "the lottery in dollars" (lottery())
 
     @property
     def postmortems(self) -> list[dict[str, Any]]:
@@ -123,6 +124,7 @@ def load(
         "count(*) AS n FROM inventory_latest",
     ).row(0)
     data.providers, data.clusters, data.nodes = (int(v or 0) for v in fleet)
+    data.lottery = lottery(con)
     return data
 
 
@@ -402,4 +404,40 @@ def known_issues(con, day: dt.date) -> dict[str, Any]:
         "overridden": overridden.to_dicts(),
         "open": [e for e in ents if e["status"] in ("open", "quiet")][:MAX_KNOWN_ROWS],
         "ended_matching": [e for e in ents if e["matches_after_end"] and e["status"] in ("expired", "closed")],
+    }
+
+
+def lottery(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """ "The lottery in dollars" (docs/costs.md): price paid against effective price per useful
+    GPU-hour per provider, the month at each provider's effective rate, and whether the data
+    tells them apart; goodput alone without prices.csv. Empty for a warehouse without the tables."""
+    try:
+        providers = Q.run_query(con, "provider_costs", {"level": "provider"}).to_dicts()
+        clusters = Q.run_query(con, "provider_costs", {"level": "cluster"}).to_dicts()
+        pairs = Q.run_query(con, "cost_comparison", {"level": "provider"}).to_dicts()
+    except Q.QueryError:
+        return {}
+    priced = any(r["usd_paid"] is not None for r in providers)
+    eff = "effective_usd_per_useful_gpu_hour"
+    rows = sorted(
+        providers,
+        key=lambda r: (
+            (r[eff] is None, r[eff] or 0.0, r["provider"]) if priced else (-(r["goodput"] or 0), r["provider"])
+        ),
+    )
+    if priced:  # a provider some of whose node-days no price row covers has no dollars, and no bar
+        chart = charts.paired_bars(
+            [r for r in rows if r[eff] is not None], "usd_per_gpu_hour", eff, "effective_low", "effective_high"
+        )
+    else:
+        chart = charts.paired_bars([{**r, "one": 1.0} for r in rows], "one", "goodput", "goodput_low", "goodput_high")
+    unpriced = sorted(f"{r['provider']}/{r['cluster']}" for r in clusters if r["usd_paid"] is None)
+    return {
+        "priced": priced,
+        "providers": rows,
+        "clusters": clusters,
+        "pairs": pairs,
+        "chart": chart,
+        "unpriced_clusters": unpriced,
+        "cheapest": rows[0]["provider"] if rows and priced and rows[0][eff] is not None else None,
     }

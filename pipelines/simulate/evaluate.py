@@ -20,7 +20,12 @@ FLOORS = {
     "lemon_recall": 0.80,
     "bad_racks_found": 1.0,
     "provider_rates_covered": 1.0,
+    "lost_gpu_hours_within_10pct": 1.0,
+    "goodput_covered": 1.0,
+    "cost_order_agrees": 1.0,
 }
+#: figures a truth folder or warehouse from before the cost analytics cannot have (scored when present)
+COST_FIGURES = ("lost_gpu_hours_within_10pct", "goodput_covered", "cost_order_agrees")
 
 
 def _truth(truth: str | os.PathLike, name: str) -> pl.DataFrame:
@@ -65,6 +70,56 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
+def provider_costs(truth_goodput: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
+    """Per provider: the true lost GPU-hours (every cause, and infrastructure) against the
+    measured, and the true goodput against the measured interval (TRUTH.md, "Goodput and cost")."""
+    t = truth_goodput.filter(pl.col("level") == "provider").select(
+        "provider",
+        true_lost=pl.col("lost_gpu_hours"),
+        true_lost_infra=pl.col("lost_gpu_hours_infra"),
+        true_down=pl.col("down_gpu_hours"),
+        true_goodput=pl.col("goodput"),
+        true_effective=pl.col("effective_usd_per_useful_gpu_hour"),
+    )
+    o = costs.filter(pl.col("level") == "provider").select(
+        "provider",
+        lost=pl.col("lost_gpu_hours_infra") + pl.col("lost_gpu_hours_user") + pl.col("lost_gpu_hours_other"),
+        lost_infra=pl.col("lost_gpu_hours_infra"),
+        down=pl.col("down_gpu_hours"),
+        goodput="goodput",
+        goodput_low="goodput_low",
+        goodput_high="goodput_high",
+        effective="effective_usd_per_useful_gpu_hour",
+    )
+    err = lambda a, b: (pl.col(a) / pl.col(b) - 1).round(4)  # noqa: E731
+    return t.join(o, on="provider", how="left").with_columns(
+        lost_error=err("lost", "true_lost"),
+        lost_infra_error=err("lost_infra", "true_lost_infra"),
+        goodput_covered=(
+            (pl.col("true_goodput") >= pl.col("goodput_low")) & (pl.col("true_goodput") <= pl.col("goodput_high"))
+        ).fill_null(False),
+    )
+
+
+def cost_order(truth_goodput: pl.DataFrame, comparison: pl.DataFrame) -> pl.DataFrame:
+    """Provider pairs the comparison calls distinguishable, and whether the true effective prices
+    (or goodput, without prices) are in the same order."""
+    col = {"effective_usd_per_useful_gpu_hour": "effective_usd_per_useful_gpu_hour", "goodput": "goodput"}
+    truth = {
+        m: dict(truth_goodput.filter(pl.col("level") == "provider").select("provider", c).iter_rows())
+        for m, c in col.items()
+    }
+    rows = []
+    for r in comparison.filter((pl.col("level") == "provider") & pl.col("distinguishable")).iter_rows(named=True):
+        ta, tb = truth[r["measure"]].get(r["a"]), truth[r["measure"]].get(r["b"])
+        agrees = ta is not None and tb is not None and (ta - tb) * r["difference"] > 0
+        rows.append(
+            {"a": r["a"], "b": r["b"], "measure": r["measure"], "difference": r["difference"], "agrees": agrees}
+        )
+    schema = {"a": pl.String, "b": pl.String, "measure": pl.String, "difference": pl.Float64, "agrees": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema)
+
+
 def _share(flags: pl.Series) -> float:
     return round(float(flags.mean()), 4) if flags.len() else float("nan")
 
@@ -75,6 +130,7 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
         n: pl.read_parquet(root / f"{n}.parquet")
         for n in ("job_failures", "lemon_nodes", "rack_hotspots", "provider_scoreboard")
     }
+    costs = _costs(truth_dir, root)
     tj = _truth(truth_dir, "jobs").filter(pl.col("root_cause").is_not_null())
     j = (
         tj.select(
@@ -145,10 +201,12 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
         "bad_racks_true": len(tr),
         "provider_rates_covered": _share(pr["covered"]),
         "provider_rates_covered_up_time_rate": _share(pr["covered_up_time_rate"]),
+        **costs["figures"],
     }
     passed = {
         k: None if figures[k] is None else (figures[k] <= v if k == "unknown_share" else figures[k] >= v)
         for k, v in FLOORS.items()
+        if k in figures
     }
     confusion = j.group_by("true_cause", "root_cause").len().sort("true_cause", "len", descending=[False, True])
     return {
@@ -157,4 +215,33 @@ def evaluate(truth_dir: str | os.PathLike, warehouse: str | os.PathLike) -> dict
         "per_class_f1": per_class,
         "provider_rates": pr,
         "confusion": confusion,
+        "provider_costs": costs["providers"],
+        "cost_order": costs["order"],
+    }
+
+
+def _costs(truth_dir: str | os.PathLike, root) -> dict:
+    """The cost figures, or None each where the truth (goodput.parquet) or the warehouse
+    (provider_costs) predates them."""
+    tg_path, oc_path = Path(truth_dir) / "goodput.parquet", root / "provider_costs.parquet"
+    cmp_path = root / "provider_cost_comparison.parquet"
+    if not (tg_path.exists() and oc_path.exists() and cmp_path.exists()):
+        return {"figures": dict.fromkeys((*COST_FIGURES, "lost_gpu_hours_max_error")), "providers": None, "order": None}
+    tg = pl.read_parquet(tg_path)
+    pc = provider_costs(tg, pl.read_parquet(oc_path))
+    order = cost_order(tg, pl.read_parquet(cmp_path))
+    within = (pc["lost_error"].abs() <= 0.10).fill_null(False)
+    return {
+        "figures": {
+            "lost_gpu_hours_within_10pct": _share(within),
+            "lost_gpu_hours_max_error": round(float(pc["lost_error"].abs().max()), 4) if pc.height else None,
+            "lost_gpu_hours_infra_max_error": round(float(pc["lost_infra_error"].abs().max()), 4)
+            if pc.height and pc["lost_infra_error"].is_not_null().any()
+            else None,
+            "goodput_covered": _share(pc["goodput_covered"]),
+            "cost_order_agrees": _share(order["agrees"]) if order.height else 1.0,
+            "cost_pairs_distinguishable": order.height,
+        },
+        "providers": pc,
+        "order": order,
     }

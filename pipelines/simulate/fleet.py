@@ -23,6 +23,8 @@ GPU_MODELS = (  # inventory name, PCI id, usable GiB, marketing name
     ("H200-SXM5-141GB", "10de:2335", "139.81", "NVIDIA H200"),
     ("B200-180GB", "10de:2901", "178.36", "NVIDIA B200"),
 )
+# list price per GPU-hour (USD) of each model; a provider charges it times its price factor
+GPU_LIST_PRICE = {"H100-SXM5-80GB": 2.40, "A100-SXM4-80GB": 1.50, "H200-SXM5-141GB": 3.10, "B200-180GB": 4.60}
 STACKS = (  # driver, open kernel module, NCCL, CUDA, PyTorch, Python
     ("535.161.08", False, "2.18.3", "12.2", "2.1.2", "3.10"),
     ("550.54.15", True, "2.20.5", "12.4", "2.3.1", "3.10"),

@@ -173,32 +173,111 @@ def _by_flag(frame, col, lines_for, base):
 
 
 def _progress(j, rng):
+    """Rank 0's progress lines (~200 a run, a minute apart at least) from ``prog0``, a save every
+    ``ckpt_every`` right after a progress line, and a resumed job's checkpoint load just before its
+    first progress line, in its stack's real line shapes (``joblogs_text``)."""
     stop = pl.when(pl.col("cascade") == "none").then(pl.col("end") - 10 * S).otherwise(pl.col("t_event"))
-    p = j.select("jkey", "start", "name", stop=stop).with_columns(
-        interval=pl.max_horizontal(60 * S, (pl.col("stop") - pl.col("start")) // 200)
+    base = j.select(
+        "jkey",
+        "start",
+        "name",
+        "stack",
+        "ckpt_every",
+        "step_us",
+        "resume_step",
+        "load_us",
+        "prog0",
+        "dur",
+        "size",
+        stop=stop,
+    ).with_columns(interval=pl.max_horizontal(60 * S, (pl.col("stop") - pl.col("prog0")) // 200))
+    prog = base.with_columns(
+        k=pl.int_ranges(0, ((pl.col("stop") - pl.col("prog0") - 1) // pl.col("interval")).clip(-1) + 1)
     )
-    p = p.with_columns(
-        k=pl.int_ranges(1, ((pl.col("stop") - pl.col("start") - 30 * S) // pl.col("interval")).clip(0) + 1)
+    prog = prog.explode("k").drop_nulls("k").with_columns(pl.col("k").cast(pl.Int64))
+    prog = prog.with_columns(
+        t=pl.col("prog0")
+        + pl.col("k") * pl.col("interval")
+        + pl.when(pl.col("k") > 0).then(pl.Series(rng.integers(0, S, prog.height))).otherwise(0)
     )
-    p = p.explode("k").drop_nulls("k").with_columns(pl.col("k").cast(pl.Int64))
+    ck = base.filter(pl.col("ckpt_every") > 0).with_columns(
+        k=pl.int_ranges(1, ((pl.col("stop") - 1 - pl.col("prog0")) // pl.col("ckpt_every")).clip(0) + 1)
+    )
+    ck = (
+        ck.explode("k")
+        .drop_nulls("k")
+        .with_columns(t=pl.col("prog0") + pl.col("k").cast(pl.Int64) * pl.col("ckpt_every"))
+    )
+    # the progress line a save follows, a second before it (its stamp dates an unstamped save)
+    prog = pl.concat([prog.drop("k"), ck.drop("k").with_columns(t=pl.col("t") - S)], how="vertical_relaxed")
+    prog = _line_values(prog, rng)
+    ck = _line_values(ck.drop("k"), rng)
+    load = _line_values(
+        base.filter(pl.col("load_us") > 0).with_columns(t=pl.col("prog0") - 5 * S, step=pl.col("resume_step")), rng
+    )
+    out = []
+    for stack in sorted(T.PROGRESS):
+        for frame, lines in ((prog, T.PROGRESS), (ck, T.SAVE), (load, T.LOAD)):
+            part = frame.filter(pl.col("stack") == stack)
+            if part.height:
+                part = part.sort("jkey", "t").with_row_index("eseq").with_columns(pl.col("eseq").cast(pl.Int64))
+                out.append(expand(part, lines[stack], KEYS, C_PROG))
+    return pl.concat(out) if out else empty_rows(_SCHEMA)
+
+
+def _line_values(p: pl.DataFrame, rng) -> pl.DataFrame:
+    """The numbers a progress or checkpoint line states at its time ``t``: the step (from the
+    resumed step on, one every ``step_us``), loss, throughput, padded as the stack prints them."""
     m = p.height
-    steps_per = (pl.col("interval") // (6 * S)).clip(lower_bound=1)
-    p = (
-        p.with_columns(
-            t=pl.col("start") + 30 * S + pl.col("k") * pl.col("interval") + pl.Series(rng.integers(0, S, m)),
-            step=pl.col("k") * steps_per,
-            loss=(2.0 + 7.0 * (-pl.col("k") / 40.0).exp() + pl.Series(rng.normal(0, 0.03, m))).round(4),
-            lrate=pl.lit("3.0e-04"),
-            gnorm=pl.Series(rng.uniform(0.2, 1.5, m)).round(3),
-            tps=pl.Series(rng.integers(800_000, 1_400_000, m)),
-            node_i=pl.lit(0, dtype=pl.Int64),
-            lr=pl.lit(0, dtype=pl.Int64),
-        )
-        .with_row_index("eseq")
-        .with_columns(pl.col("eseq").cast(pl.Int64))
+    if "step" not in p.columns:
+        p = p.with_columns(step=pl.col("resume_step") + ((pl.col("t") - pl.col("prog0")).clip(0) // pl.col("step_us")))
+    total = ((pl.col("resume_step") + pl.col("dur") // pl.col("step_us")) // 1000 + 1) * 1000
+    tps = pl.Series(rng.integers(4_000, 12_000, m)) * pl.col("size")
+    pad = lambda e, w: e.cast(pl.Utf8).str.pad_start(w)  # noqa: E731
+    return p.with_columns(
+        node_i=pl.lit(0, dtype=pl.Int64),
+        lr=pl.lit(0, dtype=pl.Int64),
+        total=total,
+        loss=(2.0 + 7.0 * (-pl.col("step") / 4000.0).exp() + pl.Series(rng.normal(0, 0.03, m))).round(4),
+        gnorm=pl.Series(rng.uniform(0.2, 1.5, m)).round(3),
+        tps=tps,
+        sps=(pl.Series(rng.uniform(120.0, 220.0, m)) * pl.col("size")).round(3),
+        sps_avg=(pl.Series(rng.uniform(150.0, 180.0, m)) * pl.col("size")).round(3),
+        samples=pl.col("step") * 512,
+        tokens=pl.col("step") * 4096,
+        ms_per_it=(pl.col("step_us") / 1000.0 + pl.Series(rng.normal(0, 5.0, m))).round(1),
+        s_per_it=(pl.col("step_us") / 1e6).round(3),
+        runtime=((pl.col("t") - pl.col("start")) / 1e6).round(4),
+        epoch=(pl.col("step") / 10_000.0).round(2),
+        epoch_s=(pl.col("t") / 1e6).round(3),
+    ).with_columns(
+        tps_comma=_thousands(pl.col("tps")),
+        loss_e=pl.format("{}E+00", _decimals(pl.col("loss"), 6)),
+        step_r6=pad(pl.col("step"), 6),
+        step_r7=pad(pl.col("step"), 7),
+        step_r8=pad(pl.col("step"), 8),
+        total_r8=pad(pl.col("total"), 8),
+        samples_r12=pad(pl.col("samples"), 12),
+        gbs_r5=pad(pl.lit(512), 5),
     )
-    ck = p.filter(pl.col("k") % 25 == 0)
-    return pl.concat([expand(p, [(0, T.PROGRESS)], KEYS, C_PROG), expand(ck, [(1, T.CHECKPOINT)], KEYS, C_PROG)])
+
+
+def _thousands(v: pl.Expr) -> pl.Expr:
+    """An integer below 10^9 with thousands separators (``7,094``)."""
+    z = lambda e: e.cast(pl.Utf8).str.pad_start(3, "0")  # noqa: E731
+    return (
+        pl.when(v >= 1_000_000)
+        .then(pl.format("{},{},{}", v // 1_000_000, z(v // 1000 % 1000), z(v % 1000)))
+        .when(v >= 1000)
+        .then(pl.format("{},{}", v // 1000, z(v % 1000)))
+        .otherwise(v.cast(pl.Utf8))
+    )
+
+
+def _decimals(v: pl.Expr, n: int) -> pl.Expr:
+    """A positive number with exactly ``n`` decimals (``8.482397``)."""
+    scaled = (v * 10**n).round(0).cast(pl.Int64)
+    return pl.format("{}.{}", scaled // 10**n, (scaled % 10**n).cast(pl.Utf8).str.pad_start(n, "0"))
 
 
 def _endings(j, jn):
@@ -206,19 +285,6 @@ def _endings(j, jn):
     out = []
     done = j.filter(pl.col("cascade") == "none").with_row_index("eseq").with_columns(pl.col("eseq").cast(pl.Int64))
     if done.height:
-        out.append(
-            expand(
-                done.with_columns(
-                    t=pl.col("end") - 5 * S,
-                    node_i=pl.lit(0, dtype=pl.Int64),
-                    lr=pl.lit(0, dtype=pl.Int64),
-                    step=pl.lit(0),
-                ),
-                [(0, T.FINISHED.replace("{step}", "all"))],
-                KEYS,
-                C_SRUN,
-            )
-        )
         a = (
             jn.join(done.select("jkey", "end"), on="jkey")
             .with_columns(t=pl.col("end") - 3 * S + pl.col("node_i") * 700, lr=pl.lit(-1, dtype=pl.Int64))

@@ -298,9 +298,141 @@ CUDA_NCCL_WARN = (
     "{host}:{pid}:{tid} [{lr}] {cuda_file}NCCL WARN Cuda failure 700 'an illegal memory access was encountered'"
 )
 
-PROGRESS = "{pylog} INFO step {step} loss {loss} lr {lrate} grad_norm {gnorm} tokens/s {tps}"
-CHECKPOINT = "{pylog} INFO saved checkpoint to /checkpoints/{name}/step_{step}"
-FINISHED = "{pylog} INFO training finished after {step} steps"
+# Training progress, checkpoint saves and restart loads, per stack: the shapes of real lines of
+# models/corpus/dev.jsonl (torchtitan, Megatron-LM, DeepSpeed, NeMo, HF Trainer) with this job's
+# numbers, stamps and paths. (offset µs, template) pairs, as ``templates.expand`` takes them.
+PROGRESS = {
+    "torchtitan": (
+        (
+            0,
+            "[titan] {pylog} - root - INFO - step: {step}  loss:  {loss}  memory: 49.66GiB(52.28%)  "
+            "tps: {tps_comma}  tflops: 338.65  mfu: 34.24%",
+        ),
+    ),
+    "megatron": (
+        (
+            0,
+            " [{ymd_hms}] iteration {step_r8}/{total_r8} | consumed samples: {samples_r12} | elapsed time per "
+            "iteration (ms): {ms_per_it} | learning rate: 1.000000E-05 | global batch size: {gbs_r5} | lm loss: "
+            "{loss_e} | loss scale: 1.0 | grad norm: {gnorm} | number of skipped iterations:   0 | number of nan "
+            "iterations:   0 |",
+        ),
+    ),
+    "deepspeed": (
+        (
+            0,
+            "[{pylog}] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]",
+        ),
+        (
+            1000,
+            "[{pylog}] [INFO] [timer.py:215:stop] epoch=0/micro_step={step}/global_step={step}, "
+            "RunningAvgSamplesPerSec={sps_avg}, CurrSamplesPerSec={sps}, MemAllocated=0.06GB, MaxMemAllocated=1.68GB",
+        ),
+    ),
+    "nemo": (
+        (
+            0,
+            "Training epoch 0, iteration {step}/{total} | lr: 1.649e-06 | consumed_samples: {samples} | "
+            "global_batch_size: 512 | global_step: {step} | reduced_train_loss: {loss} | train_step_timing in s: "
+            "{s_per_it}",
+        ),
+    ),
+    "hf-trainer": (
+        (
+            0,
+            "{'loss': {loss}, 'grad_norm': {gnorm}, 'learning_rate': 4.5e-05, 'epoch': {epoch}, "
+            "'num_input_tokens_seen': {tokens}, 'train_runtime': {runtime}, 'train_tokens_per_second': {tps}}",
+        ),
+    ),
+}
+SAVE = {
+    "torchtitan": (
+        (0, "[titan] {pylog} - root - INFO - Saving the checkpoint (or staging if async is enabled)."),
+        (
+            20_000,
+            "[titan] {pylog} - root - INFO - Finished saving the checkpoint (or staging if async is enabled)in "
+            "0.02 seconds.",
+        ),
+    ),
+    "megatron": (
+        (0, "saving checkpoint at iteration {step_r7} to /checkpoints/{name}"),
+        (2_000_000, "  successfully saved checkpoint at iteration {step_r7} to /checkpoints/{name}"),
+    ),
+    "deepspeed": (
+        (
+            0,
+            "[{pylog}] [INFO] [logging.py:96:log_dist] [Rank 0] [Torch] Checkpoint global_step{step} is about to be saved!",
+        ),
+        (
+            2000,
+            "[{pylog}] [INFO] [logging.py:96:log_dist] [Rank 0] Saving model checkpoint: "
+            "/checkpoints/{name}/global_step{step}/mp_rank_00_model_states.pt",
+        ),
+        (
+            2_000_000,
+            "[{pylog}] [INFO] [torch_checkpoint_engine.py:33:commit] [Torch] Checkpoint global_step{step} is ready now!",
+        ),
+    ),
+    "nemo": (
+        (
+            0,
+            "[NeMo I {ymd_hms} nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: {step} : Start "
+            "time: {epoch_s}s : Save duration: 0.232s",
+        ),
+        (
+            3_000_000,
+            "[NeMo I {ymd_hms} nemo_logging:393] Successfully saved checkpoint from iteration {step_r6} to "
+            "/checkpoints/{name}/checkpoints/model_name=0--step={step}-last.ckpt",
+        ),
+    ),
+    "hf-trainer": (
+        (0, "[INFO|trainer.py:3984] {pylog} >> Saving model checkpoint to /checkpoints/{name}/checkpoint-{step}"),
+        (
+            3_000_000,
+            "[INFO|modeling_utils.py:3572] {pylog} >> Model weights saved in "
+            "/checkpoints/{name}/checkpoint-{step}/model.safetensors",
+        ),
+    ),
+}
+LOAD = {
+    "torchtitan": (
+        (0, "[titan] {pylog} - root - INFO - Loading the checkpoint at step {resume_step}."),
+        (3_000_000, "[titan] {pylog} - root - INFO - Finished loading the checkpoint in 3.00 seconds."),
+    ),
+    "megatron": (
+        (0, "  successfully loaded checkpoint from /checkpoints/{name} [ t 0, p 0 ] at iteration {resume_step}"),
+    ),
+    "deepspeed": (
+        (
+            0,
+            "[{pylog}] [INFO] [torch_checkpoint_engine.py:23:load] [Torch] Loading checkpoint from "
+            "/checkpoints/{name}/global_step{resume_step}/zero_pp_rank_0_mp_rank_00_optim_states.pt...",
+        ),
+        (
+            3_000_000,
+            "[{pylog}] [INFO] [torch_checkpoint_engine.py:25:load] [Torch] Loaded checkpoint from "
+            "/checkpoints/{name}/global_step{resume_step}/zero_pp_rank_0_mp_rank_00_optim_states.pt.",
+        ),
+    ),
+    "nemo": (
+        (
+            0,
+            "Restoring states from the checkpoint path at "
+            "/checkpoints/{name}/checkpoints/model_name=0--step={resume_step}-last/weights",
+        ),
+        (
+            1_000_000,
+            "[NeMo I {ymd_hms} distrib_optimizer:705] Loading distributed optimizer sharded state of type "
+            "fully_sharded_model_space",
+        ),
+        (
+            2_000_000,
+            "Restored all states from the checkpoint at "
+            "/checkpoints/{name}/checkpoints/model_name=0--step={resume_step}-last/weights",
+        ),
+    ),
+    "hf-trainer": ((0, "[INFO|trainer.py:1791] {pylog} >>   Continuing training from global step {resume_step}"),),
+}
 
 STEPD = {
     "timeout": "slurmstepd: error: *** JOB {jid} ON {host0} CANCELLED AT {iso_s} DUE TO TIME LIMIT ***",

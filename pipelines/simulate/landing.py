@@ -11,6 +11,7 @@ import polars as pl
 from . import catalog, flightrec, formats, joblogs, kernel, slurm
 from . import faults as faultmod
 from .downtime import DAY
+from .prices import price_rows
 from .rng import stream
 
 S = 1_000_000
@@ -134,8 +135,11 @@ def _write_boot_files(w, c, files: pl.DataFrame, cb: pl.DataFrame, skew, t0, dat
 def write_jobs(w, fleet, scn, jobs, t0, dates, seed, say) -> pl.DataFrame:
     u = stream(seed, "log_sample").random(jobs.height)
     other = pl.col("state").is_in(["PREEMPTED"]) | pl.col("state").str.starts_with("CANCELLED")
+    # the output of a resubmitted job is always kept: it shows when the work resumed
     keep = (
-        pl.when(pl.col("state") == "COMPLETED")
+        pl.when(pl.col("attempt") > 1)
+        .then(True)
+        .when(pl.col("state") == "COMPLETED")
         .then(pl.Series(u) < scn.completed_log_fraction)
         .when(other)
         .then(pl.Series(u) < scn.other_log_fraction)
@@ -269,3 +273,9 @@ def write_inventory(w, fleet):
         .sort("provider", "cluster", "node")
     )
     w.write("inventory.csv", inv.write_csv().encode(), lines=inv.height + 1)
+
+
+def write_prices(w, fleet, scn, dates):
+    """``prices.csv`` (docs/costs.md): what each provider charges per GPU-hour of each model."""
+    rows = price_rows(fleet, scn, dates)
+    w.write("prices.csv", rows.write_csv().encode(), lines=rows.height + 1)

@@ -109,12 +109,13 @@ def simulate(
     logged = landing.write_jobs(w, fleet, scn, jobs, t0, dates, seed, say)
     landing.write_slurm(w, fleet, jobs, f, t0, end, dates)
     landing.write_inventory(w, fleet)
+    landing.write_prices(w, fleet, scn, dates)
 
     # --- the truth
     say("truth: writing _truth/*.parquet")
     tw = Writer(root)
     truth.write_all(
-        tw, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates
+        tw, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates, f
     )
     seconds = time.perf_counter() - clock
     summary = {
@@ -197,6 +198,10 @@ def _workload(fleet, scn, f, maint, boot0, t0, end, seed):
             cluster_idx=pl.lit(c["cluster_idx"], dtype=pl.Int64),
         )
         sj = sj.with_columns(jkey=pl.col("cluster_idx") * 10_000_000 + pl.col("jix"))
+        jid_of = dict(zip(sj["jix"].to_list(), sj["job_id"].to_list()))
+        sj = sj.with_columns(
+            resumes_job_id=pl.col("parent_jix").replace_strict(jid_of, default=None, return_dtype=pl.Utf8)
+        )
         for fid, jix in aff.items():
             affected[fid] = c["cluster_idx"] * 10_000_000 + jix
         killers |= kil

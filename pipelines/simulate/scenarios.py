@@ -43,6 +43,10 @@ class Scenario:
     True: nodes booted days earlier and jobs are already running (steady state for short windows)."""
     missing_log_fraction: float = 0.002
     """Node-days whose kernel log never arrived (shipper broken)."""
+    price_factors: tuple[float, ...] = (1.0,)
+    """Cycled over providers: each charges its GPU models' list price (fleet.GPU_LIST_PRICE) times this."""
+    price_change: tuple[int, int, float] | None = None
+    """(provider index, day, factor): from that day of the window on, that provider charges factor x its price."""
     extra: dict = field(default_factory=dict)
 
     def with_overrides(self, **kw) -> Scenario:
@@ -70,6 +74,8 @@ SCENARIOS: dict[str, Scenario] = {
         benign_xid63_per_node_day=0.05,
         skew_fraction=0.02,
         completed_log_fraction=0.3,
+        price_factors=(1.08, 1.0, 1.0),
+        price_change=(2, 4, 0.9),
     ),
     "lottery": Scenario(
         name="lottery",
@@ -85,6 +91,8 @@ SCENARIOS: dict[str, Scenario] = {
         flap_episodes_per_day=0.25,
         completed_log_fraction=0.04,
         other_log_fraction=0.3,
+        price_factors=(1.06, 1.0, 1.0, 0.98, 0.97),
+        price_change=(1, 15, 0.95),
     ),
     "scale": Scenario(
         name="scale",

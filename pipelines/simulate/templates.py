@@ -19,6 +19,7 @@ TIME_TOKENS = {
     "glog6": "%m%d %H:%M:%S%.6f",
     "tr_time": "%Y-%m-%d_%H:%M:%S",  # torchrun ChildFailedError table
     "ctld": "%Y-%m-%dT%H:%M:%S%.3f",  # slurmctld
+    "ymd_hms": "%Y-%m-%d %H:%M:%S",  # Megatron-LM and NeMo stamps
 }
 
 

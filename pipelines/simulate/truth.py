@@ -10,6 +10,7 @@ from . import catalog
 from .downtime import DAY
 from .fleet import gpu_pci
 from .kernel import netdev
+from .prices import cluster_day_prices
 from .slurm import JOB_EXIT
 
 S = 1_000_000
@@ -44,6 +45,7 @@ def jobs_table(
     kinds = {k.name: k for k in catalog.KINDS}
     scope = pl.col("ending").replace_strict({k: v.scope for k, v in kinds.items()}, default="")
     failed = pl.col("root_cause").is_not_null() & (pl.col("root_cause") != "scheduler")
+    failed_or_ended = pl.col("root_cause").is_not_null()  # every job that did not complete
     gpu_culprit = failed & ((scope.is_in(["gpu", "nvswitch"])) | pl.col("ending").is_in(GPU_ENDINGS))
     ev_job = events.filter(pl.col("kills_job") & pl.col("affected_jkey").is_not_null()).select(
         pl.col("affected_jkey").alias("jkey"),
@@ -76,41 +78,82 @@ def jobs_table(
         on=["culprit_node_idx", "gpu_index"],
         how="left",
     )
-    return j.select(
-        "job_id",
+    return (
+        j.select(
+            "job_id",
+            "provider",
+            "cluster",
+            "partition",
+            "user",
+            "name",
+            "state",
+            exit_code=pl.col("state").str.split(" ").list.first().replace_strict(JOB_EXIT),
+            submit=_ts("submit"),
+            start=_ts("start"),
+            end=_ts("end"),
+            nodes=pl.col("hosts"),
+            nodelist="nodelist",
+            nnodes="size",
+            gpus=pl.col("size") * 8,
+            gpu_hours=(pl.col("size") * 8 * (pl.col("end") - pl.col("start")) / 3.6e9).round(3),
+            root_cause="root_cause",
+            failure_kind=pl.when(pl.col("ending") == "completed").then(None).otherwise(pl.col("ending")),
+            culprit_node=pl.when(failed).then(pl.col("hosts").list.get(pl.col("culprit_node").clip(lower_bound=0))),
+            culprit_gpu=pl.when(gpu_culprit).then(
+                pl.col("gpu_index").replace_strict({i: gpu_pci(i) for i in range(8)}, return_dtype=pl.Utf8)
+            ),
+            culprit_gpu_uuid=pl.when(gpu_culprit).then(pl.col("gpu_uuid")),
+            culprit_rank=pl.when(failed & (pl.col("culprit_local") >= 0)).then(
+                pl.col("culprit_node") * 8 + pl.col("culprit_local")
+            ),
+            fault_id=pl.coalesce("_fid_i", "_fid_u"),
+            fault_time=pl.when(failed).then(_ts("t_event")),
+            hang_s=pl.when(failed).then(((pl.col("end") - pl.col("t_event")) / S).round(3)),
+            has_log=pl.col("log_day").is_not_null(),
+            log_day="log_day",
+            flight_recorder=pl.col("flight_recorder").fill_null(False),
+            culprit_missing_from_watchdog=pl.col("culprit_missing").fill_null(False),
+            stack="stack",
+            checkpoint_every_s=pl.when(pl.col("ckpt_every") > 0).then(pl.col("ckpt_every") / S),
+            attempt="attempt",
+            resumes_job_id="resumes_job_id",
+            first_progress=_ts("prog0"),
+            last_checkpoint=pl.when(failed_or_ended).then(_ts("last_ckpt")),
+            lost_work_s=pl.when(failed_or_ended).then(
+                ((pl.col("end") - pl.coalesce("last_ckpt", "start")) / S).clip(lower_bound=0).round(3)
+            ),
+        )
+        .pipe(_restarts)
+        .sort("provider", "cluster", "end", "job_id")
+    )
+
+
+def _restarts(j: pl.DataFrame) -> pl.DataFrame:
+    """The resubmission that resumed each job that ended early (same cluster, in the window),
+    the restart time until its first progress line (queue wait, then startup) and the job's
+    lost GPU-hours (TRUTH.md, "Lost work")."""
+    nxt = j.filter(pl.col("resumes_job_id").is_not_null()).select(
         "provider",
         "cluster",
-        "partition",
-        "user",
-        "name",
-        "state",
-        exit_code=pl.col("state").str.split(" ").list.first().replace_strict(JOB_EXIT),
-        submit=_ts("submit"),
-        start=_ts("start"),
-        end=_ts("end"),
-        nodes=pl.col("hosts"),
-        nodelist="nodelist",
-        nnodes="size",
-        gpus=pl.col("size") * 8,
-        gpu_hours=(pl.col("size") * 8 * (pl.col("end") - pl.col("start")) / 3.6e9).round(3),
-        root_cause="root_cause",
-        failure_kind=pl.when(pl.col("ending") == "completed").then(None).otherwise(pl.col("ending")),
-        culprit_node=pl.when(failed).then(pl.col("hosts").list.get(pl.col("culprit_node").clip(lower_bound=0))),
-        culprit_gpu=pl.when(gpu_culprit).then(
-            pl.col("gpu_index").replace_strict({i: gpu_pci(i) for i in range(8)}, return_dtype=pl.Utf8)
-        ),
-        culprit_gpu_uuid=pl.when(gpu_culprit).then(pl.col("gpu_uuid")),
-        culprit_rank=pl.when(failed & (pl.col("culprit_local") >= 0)).then(
-            pl.col("culprit_node") * 8 + pl.col("culprit_local")
-        ),
-        fault_id=pl.coalesce("_fid_i", "_fid_u"),
-        fault_time=pl.when(failed).then(_ts("t_event")),
-        hang_s=pl.when(failed).then(((pl.col("end") - pl.col("t_event")) / S).round(3)),
-        has_log=pl.col("log_day").is_not_null(),
-        log_day="log_day",
-        flight_recorder=pl.col("flight_recorder").fill_null(False),
-        culprit_missing_from_watchdog=pl.col("culprit_missing").fill_null(False),
-    ).sort("provider", "cluster", "end", "job_id")
+        pl.col("resumes_job_id").alias("job_id"),
+        pl.col("job_id").alias("resumed_by_job_id"),
+        pl.col("start").alias("_rs"),
+        pl.col("first_progress").alias("_rp"),
+        pl.col("gpus").alias("_rg"),
+    )
+    j = j.join(nxt, on=["provider", "cluster", "job_id"], how="left")
+    secs = lambda a, b: ((pl.col(a) - pl.col(b)).dt.total_microseconds() / S).round(3)  # noqa: E731
+    ended = pl.col("lost_work_s").is_not_null()
+    j = j.with_columns(
+        restart_s=pl.when(ended).then(secs("_rp", "end")),
+        restart_wait_s=pl.when(ended).then(secs("_rs", "end")),
+        restart_startup_s=pl.when(ended).then(secs("_rp", "_rs")),
+    )
+    # GPU-time the failure cost: the run since the last save, and the resumed job holding its
+    # GPUs until its first progress line (the queue wait between them costs the job time, not GPUs)
+    startup_h = (pl.col("restart_startup_s") * pl.col("_rg")).fill_null(0.0) / 3600
+    lost = (pl.col("gpus") * pl.col("lost_work_s") / 3600 + startup_h).round(6)
+    return j.with_columns(lost_gpu_hours=lost).drop("_rs", "_rp", "_rg")
 
 
 def faults_table(events: pl.DataFrame, nodes: pl.DataFrame, lemons: pl.DataFrame, dates: list[str]) -> pl.DataFrame:
@@ -151,13 +194,14 @@ def faults_table(events: pl.DataFrame, nodes: pl.DataFrame, lemons: pl.DataFrame
 
 
 def write_all(
-    w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates
+    w, fleet, scn, jobs, logged, events, lemons, bad_racks, maint, boots, skew, missing, expect, t0, end, dates, f
 ):
     nodes = fleet.nodes
     jt = jobs_table(jobs, logged, events, fleet.gpus, dates)
     ft = faults_table(events, nodes, lemons, dates)
     w.write_frame("_truth/jobs.parquet", jt)
     w.write_frame("_truth/faults.parquet", ft)
+    w.write_frame("_truth/goodput.parquet", goodput_table(fleet, jt, f, cluster_day_prices(fleet, scn, dates), t0, end))
 
     host = nodes.select("node_idx", "provider", "cluster", "rack", "node", "leaf_switch", "rack_idx", "cluster_idx")
     lem = lemons.join(host, on="node_idx", how="left").join(fleet.gpus, on=["node_idx", "gpu_index"], how="left")
@@ -263,6 +307,127 @@ def write_all(
             day=pl.col("day").replace_strict(dict(enumerate(dates)), return_dtype=pl.Utf8),
         )
         .sort("day", "provider", "cluster", "node"),
+    )
+
+
+# the cost split of TRUTH.md "Goodput and cost": taxonomy domains hardware and software
+INFRA_DOMAIN = (
+    "gpu_bus_lost",
+    "gpu_memory",
+    "nvlink",
+    "gpu_hardware",
+    "network",
+    "host",
+    "storage",
+    "thermal_power",
+    "driver_firmware",
+)
+DRAIN_AFTER_US = 90 * S  # the health check drains a node this long after its fault (slurm.CTLD)
+
+
+def down_intervals(fleet, f: pl.DataFrame, t0: int, end: int) -> pl.DataFrame:
+    """Per node, the union of its drains (health-check drain to resume) inside the window."""
+    d = (
+        f.filter(pl.col("kind") != "nccl_hang")
+        .select(
+            "node_idx",
+            a=(pl.col("t") + DRAIN_AFTER_US).clip(t0, end),
+            b=(pl.col("t") + pl.col("down_us")).clip(t0, end),
+        )
+        .filter(pl.col("b") > pl.col("a"))
+        .sort("node_idx", "a")
+    )
+    # merge overlapping drains of one node
+    d = d.with_columns(_reach=pl.col("b").cum_max().over("node_idx"))
+    d = d.with_columns(_new=(pl.col("a") > pl.col("_reach").shift(1).over("node_idx")).fill_null(True))
+    d = d.with_columns(_g=pl.col("_new").cum_sum())
+    d = d.group_by("node_idx", "_g").agg(a=pl.col("a").min(), b=pl.col("b").max())
+    return d.join(fleet.nodes.select("node_idx", "provider", "cluster"), on="node_idx").drop("_g")
+
+
+def goodput_table(fleet, jt: pl.DataFrame, f: pl.DataFrame, prices: pl.DataFrame, t0: int, end: int) -> pl.DataFrame:
+    """Per provider and cluster: billed GPU-hours (every node is in service the whole window),
+    GPU-hours lost to job failures by cause (each failed job's ``lost_gpu_hours``), GPU-hours of
+    drained nodes, goodput and the effective price per useful GPU-hour (TRUTH.md)."""
+    n_days = (end - t0) // DAY
+    gpus = fleet.nodes.group_by("provider", "cluster").agg(nodes=pl.len()).with_columns(gpus=pl.col("nodes") * 8)
+    billed = (
+        gpus.join(prices, on=["provider", "cluster"])
+        .group_by("provider", "cluster")
+        .agg(
+            billed_gpu_hours=(pl.col("gpus") * 24.0).sum(),
+            usd_paid=(pl.col("gpus") * 24.0 * pl.col("usd_per_gpu_hour")).sum(),
+        )
+    )
+    cause = (
+        pl.when(pl.col("root_cause").is_in(INFRA_DOMAIN))
+        .then(pl.lit("infra"))
+        .when(pl.col("root_cause") == "user_app")
+        .then(pl.lit("user"))
+        .otherwise(pl.lit("other"))
+    )
+    lost = (
+        jt.filter(pl.col("lost_gpu_hours").is_not_null())
+        .with_columns(cause=cause, day=((pl.col("end").dt.epoch("us") - 1 - t0) // DAY).clip(0, n_days - 1))
+        .join(prices, on=["provider", "cluster", "day"], how="left")
+        .group_by("provider", "cluster")
+        .agg(
+            *[
+                pl.col("lost_gpu_hours").filter(pl.col("cause") == c).sum().alias(f"lost_gpu_hours_{c}")
+                for c in ("infra", "user", "other")
+            ],
+            *[
+                (pl.col("lost_gpu_hours") * pl.col("usd_per_gpu_hour"))
+                .filter(pl.col("cause") == c)
+                .sum()
+                .alias(f"usd_lost_{c}")
+                for c in ("infra", "user")
+            ],
+        )
+    )
+    down = (
+        down_intervals(fleet, f, t0, end)
+        .with_columns(day=((pl.col("a") - t0) // DAY).clip(0, n_days - 1), h=(pl.col("b") - pl.col("a")) / 3.6e9 * 8)
+        .join(prices, on=["provider", "cluster", "day"], how="left")
+        .group_by("provider", "cluster")
+        .agg(down_gpu_hours=pl.col("h").sum(), usd_down=(pl.col("h") * pl.col("usd_per_gpu_hour")).sum())
+    )
+    per = (
+        billed.join(lost, on=["provider", "cluster"], how="left")
+        .join(down, on=["provider", "cluster"], how="left")
+        .fill_null(0.0)
+    )
+    sums = [
+        "billed_gpu_hours",
+        "usd_paid",
+        "lost_gpu_hours_infra",
+        "lost_gpu_hours_user",
+        "lost_gpu_hours_other",
+        "usd_lost_infra",
+        "usd_lost_user",
+        "down_gpu_hours",
+        "usd_down",
+    ]
+    levels = [
+        per.with_columns(level=pl.lit("cluster")),
+        per.group_by("provider")
+        .agg([pl.col(c).sum() for c in sums])
+        .with_columns(level=pl.lit("provider"), cluster=pl.lit(None, pl.Utf8)),
+    ]
+    out = pl.concat([x.select("level", "provider", "cluster", *sums) for x in levels])
+    useful = pl.col("billed_gpu_hours") - pl.col("lost_gpu_hours_infra") - pl.col("down_gpu_hours")
+    return (
+        out.with_columns(
+            lost_gpu_hours=pl.col("lost_gpu_hours_infra")
+            + pl.col("lost_gpu_hours_user")
+            + pl.col("lost_gpu_hours_other"),
+            useful_gpu_hours=useful,
+            goodput=useful / pl.col("billed_gpu_hours"),
+            usd_per_gpu_hour=pl.col("usd_paid") / pl.col("billed_gpu_hours"),
+            effective_usd_per_useful_gpu_hour=pl.col("usd_paid") / useful,
+        )
+        .with_columns([pl.col(c).round(6) for c in (*sums, "lost_gpu_hours", "useful_gpu_hours")])
+        .sort("level", "provider", "cluster", descending=[True, False, False], nulls_last=False)
     )
 
 

@@ -4,6 +4,8 @@ on a running job's nodes ends it one NCCL timeout later (watchdog), or ~5 minute
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import polars as pl
 
@@ -42,6 +44,24 @@ NAMES_SMALL = (
     "distill-3b",
 )
 NAMES_BIG = ("pretrain-7b", "pretrain-70b", "moe-16x8b", "pretrain-405b")
+# jobs that print progress but never save a checkpoint: their whole run is lost when they fail
+NO_CHECKPOINT = ("eval-harness", "data-prep", "tokenize", "bench-nccl")
+CKPT_EVERY_MIN = np.array([10, 15, 20, 30, 45, 60, 90, 120])
+CKPT_EVERY_W = np.array([0.08, 0.12, 0.15, 0.25, 0.12, 0.18, 0.05, 0.05])
+# the training stack whose progress and checkpoint lines a job prints (simulate/joblogs_progress.py)
+STACKS_BIG = ("megatron", "torchtitan", "nemo", "deepspeed")
+STACKS_SMALL = ("hf-trainer", "deepspeed", "torchtitan", "nemo")
+# what a user does after a job ends early: resubmit it (same name) with this probability, after a
+# delay (uniform, minutes); automated requeue scripts for preemption and infrastructure failures,
+# a person for their own bugs
+RESUBMIT = {
+    "infra": (0.85, (1, 20)),
+    "preempted": (0.9, (1, 10)),
+    "timeout": (0.6, (2, 30)),
+    "user": (0.35, (20, 360)),
+    "cancelled": (0.1, (5, 120)),
+}
+MAX_ATTEMPTS = 4
 USER_FAILS = (
     ("py_exception", 0.38),
     ("gpu_oom", 0.20),
@@ -96,6 +116,16 @@ def generate_jobs(n_nodes: int, t_first: int, end: int, scn, seed: int, cluster:
     name = np.where(
         size >= 32, np.array(NAMES_BIG)[rng.integers(0, len(NAMES_BIG), n)], np.array(NAMES_SMALL)[name_small]
     )
+    ckpt_every = (CKPT_EVERY_MIN[rng.choice(len(CKPT_EVERY_MIN), size=n, p=CKPT_EVERY_W)] * MIN).astype(np.int64)
+    ckpt_every[np.isin(name, NO_CHECKPOINT)] = 0
+    stack = np.where(
+        size >= 8,
+        np.array(STACKS_BIG)[rng.integers(0, len(STACKS_BIG), n)],
+        np.array(STACKS_SMALL)[rng.integers(0, len(STACKS_SMALL), n)],
+    )
+    # a run's name carries its own tag, as users name runs; array tasks share their head's
+    tag = rng.integers(0, 16**4, head.sum())[group]
+    name = np.array([f"{a}-{b:04x}" for a, b in zip(name, tag)])
 
     # outcomes decided up front; infrastructure faults may overrule them while the job runs
     u = rng.random(n)
@@ -137,6 +167,14 @@ def generate_jobs(n_nodes: int, t_first: int, end: int, scn, seed: int, cluster:
                 "culprit_rank": (rng.random(n) * size * 8).astype(np.int64),
                 "pid_base": rng.integers(3000, 60000, n),
                 "seed_": rng.integers(0, 2**31, n),
+                "stack": stack,
+                "ckpt_every": ckpt_every,
+                "step_us": rng.integers(800_000, 12_000_000, n),
+                "warm_us": rng.integers(30 * S, 240 * S, n),
+                "attempt": np.ones(n, dtype=np.int64),
+                "parent_jix": np.full(n, -1, dtype=np.int64),
+                "resume_step": np.zeros(n, dtype=np.int64),
+                "load_us": np.zeros(n, dtype=np.int64),
             }
         )
         .with_row_index("jix")
@@ -216,10 +254,13 @@ def schedule(
             "culprit_node",
             "culprit_local",
             "root_cause",
+            "prog0",
+            "last_ckpt",
         )
     }
-    cols = jobs.select("jix", "submit", "size", "dur", "limit", "outcome", "frac", "culprit_rank", "uid").rows()
-    for jix, submit, size, dur, limit, outcome, frac, crank, uid in cols:
+    resub = _Resubmitter(jobs, seed, cluster["cluster"])
+    for row in resub:
+        jix, submit, size, dur, limit, outcome, frac, crank, uid = (row[c] for c in _LOOP_COLS)
         k = int(size)
         while True:
             t = max(int(submit), int(np.partition(free_at, k - 1)[k - 1]))
@@ -283,6 +324,9 @@ def schedule(
                 free_at[i] = max(free_at[i], ft + int(f_down[r]))
                 pend.pop(i)
         free_at[ch] = np.maximum(free_at[ch], end)
+        prog0 = t + int(row["warm_us"]) + int(row["load_us"])
+        last = last_checkpoint(prog0, end if ending == "completed" else t_event, int(row["ckpt_every"]))
+        resub.after(row, ending, root, t, end, prog0, last)
         for key, val in (
             ("jix", jix),
             ("start", t),
@@ -295,6 +339,8 @@ def schedule(
             ("culprit_node", c_node),
             ("culprit_local", c_local),
             ("root_cause", root),
+            ("prog0", prog0),
+            ("last_ckpt", last),
         ):
             out[key].append(val)
     sched = pl.DataFrame(
@@ -305,8 +351,11 @@ def schedule(
             "start": pl.Int64,
             "end": pl.Int64,
             "t_event": pl.Int64,
+            "prog0": pl.Int64,
+            "last_ckpt": pl.Int64,
         },
     )
+    jobs = resub.all_jobs()
     fid = fl["fid"].to_list()
     sched = sched.with_columns(
         fault_id=pl.col("fault_row").replace_strict(
@@ -314,6 +363,94 @@ def schedule(
         )
     ).drop("fault_row")
     return (jobs.join(sched, on="jix", how="left"), {fid[r]: j for r, j in affected.items()}, {fid[r] for r in killers})
+
+
+_LOOP_COLS = ("jix", "submit", "size", "dur", "limit", "outcome", "frac", "culprit_rank", "uid")
+
+
+def last_checkpoint(prog0: int, stop: int, every: int) -> int | None:
+    """When a job last saved before ``stop``: saves come every ``every`` µs after its first
+    progress line at ``prog0`` (None: it never saved, or does not checkpoint)."""
+    if every <= 0 or stop - 1 < prog0 + every:
+        return None
+    return prog0 + (stop - 1 - prog0) // every * every
+
+
+class _Resubmitter:
+    """The submissions of one cluster in submit order, with the resubmissions of jobs that
+    ended early (``RESUBMIT``) merged in as they are made: same name, user and size, the rest of
+    the work from the last checkpoint (or from where the attempt started, without one)."""
+
+    def __init__(self, jobs: pl.DataFrame, seed: int, cluster: str):
+        self.rows = jobs.to_dicts()
+        self.schema = jobs.schema
+        self.heap: list[tuple[int, int, dict]] = []
+        self.added: list[dict] = []
+        self.next_jix = (max(r["jix"] for r in self.rows) + 1) if self.rows else 0
+        self.rng = stream(seed, "resubmit", cluster)
+
+    def __iter__(self):
+        i = 0
+        while i < len(self.rows) or self.heap:
+            if self.heap and (i >= len(self.rows) or self.heap[0][0] < self.rows[i]["submit"]):
+                yield heapq.heappop(self.heap)[2]
+            else:
+                i += 1
+                yield self.rows[i - 1]
+
+    def after(self, row: dict, ending: str, root, start: int, end: int, prog0: int, last: int | None) -> None:
+        if ending == "completed" or row["array_task"] >= 0 or row["attempt"] >= MAX_ATTEMPTS:
+            return
+        why = ending if ending in ("preempted", "timeout", "cancelled") else ("user" if root == "user_app" else "infra")
+        p, (lo, hi) = RESUBMIT[why]
+        rng = self.rng
+        if rng.random() >= p:
+            return
+        done = (last - prog0) if last is not None else 0
+        dur = max(10 * MIN, int(row["dur"]) - done)
+        limit = int(row["limit"])
+        big = row["size"] >= 64
+        u = rng.random()
+        p_user = 0.12 if big else 0.22
+        p_preempt = 0.35 if row["partition"] == "preempt" else 0.0
+        kinds = [k for k, _ in USER_FAILS]
+        weights = np.array([w for _, w in USER_FAILS])
+        if u < p_user:
+            outcome = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+        elif u < p_user + 0.05:
+            outcome = "cancelled"
+        elif u < p_user + 0.07 and limit < dur:
+            outcome = "timeout"
+        elif u < p_user + 0.07 + p_preempt:
+            outcome = "preempted"
+        else:
+            outcome = "completed"
+        resume_step = int(row["resume_step"]) + (done // int(row["step_us"]) if last is not None else 0)
+        new = {
+            **row,
+            "jix": self.next_jix,
+            "submit": int(end + rng.uniform(lo, hi) * MIN),
+            "dur": min(dur, limit),
+            "array_head": self.next_jix,
+            "outcome": outcome,
+            "frac": float(rng.beta(0.7, 2.5) if outcome in kinds else rng.uniform(0.05, 0.95)),
+            "culprit_rank": int(rng.random() * row["size"] * 8),
+            "pid_base": int(rng.integers(3000, 60000)),
+            "seed_": int(rng.integers(0, 2**31)),
+            "attempt": int(row["attempt"]) + 1,
+            "parent_jix": int(row["jix"]),
+            "resume_step": resume_step,
+            "load_us": int(rng.integers(20 * S, 120 * S)) if resume_step > 0 or last is not None else 0,
+        }
+        self.next_jix += 1
+        self.added.append(new)
+        heapq.heappush(self.heap, (new["submit"], new["jix"], new))
+
+    def all_jobs(self) -> pl.DataFrame:
+        """The submissions with the resubmissions made."""
+        if not self.added:
+            return pl.DataFrame(self.rows, schema=self.schema)
+        return pl.DataFrame(self.rows + self.added, schema=self.schema)
 
 
 def _fault_end(kind, ft: int, start: int, limit: int, multi: bool, timeout: int, teardown: int, rng):

@@ -93,7 +93,7 @@ def build_demo_warehouse(base: Path) -> tuple[Path, dict]:
     simulate(landing, scenario="demo", seed=1, nodes=24, days=3, overwrite=True)
     info = _inject(landing)
     run_pipeline(landing, wh)
-    build_analytics(wh)
+    build_analytics(wh, prices=landing / "prices.csv")
     report = W.build(wh)
     assert not report.errors, report.errors
     marker.write_text(json.dumps(info))

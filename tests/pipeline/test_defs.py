@@ -20,6 +20,7 @@ ASSETS = {  # key: (group, kinds, upstream)
     "raw_job_events": ("raw", {"polars", "parquet"}, set()),
     "raw_slurm_accounting": ("raw", {"polars", "parquet"}, set()),
     "raw_flight_recorder": ("raw", {"polars", "parquet"}, set()),
+    "raw_job_markers": ("raw", {"polars", "parquet"}, set()),
     "ingest_audit": ("ingest", {"polars", "parquet"}, set()),
     "quarantine": ("ingest", {"polars", "parquet"}, set()),
     "core_events": ("core", {"polars", "parquet"}, {"raw_kernel_events", "raw_job_events", "ingest_audit"}),
@@ -34,11 +35,16 @@ ASSETS = {  # key: (group, kinds, upstream)
             "core_inventory",
             "raw_slurm_accounting",
             "raw_flight_recorder",
+            "raw_job_markers",
             "ingest_audit",
             "quarantine",
         },
     ),
-    "out_analytics": ("out", {"polars", "parquet"}, {"core_events", "core_jobs", "core_inventory", "ingest_audit"}),
+    "out_analytics": (
+        "out",
+        {"polars", "parquet"},
+        {"core_events", "core_jobs", "core_inventory", "raw_job_markers", "ingest_audit"},
+    ),
     "out_report": ("out", {"html"}, {"out_analytics"}),
 }
 CHECKS = {("ingest_audit", "lines_balanced"), ("core_events", "lake_fresh")} | {
@@ -103,10 +109,15 @@ def test_one_duckdb_writer_at_a_time(repo):
 def test_resources_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("FAULTLINE_LANDING", "/data/landing")
     monkeypatch.setenv("FAULTLINE_WAREHOUSE", "/data/wh")
+    monkeypatch.delenv("FAULTLINE_PRICES", raising=False)
     res = from_env()
-    assert res["landing"] == LandingResource(path="/data/landing") and res["lake"] == LakeResource(warehouse="/data/wh")
+    assert res["landing"] == LandingResource(path="/data/landing")
+    assert res["lake"] == LakeResource(warehouse="/data/wh", prices="/data/landing/prices.csv")
+    monkeypatch.setenv("FAULTLINE_PRICES", "/etc/prices.csv")
+    assert from_env()["lake"].prices == "/etc/prices.csv"
     monkeypatch.delenv("FAULTLINE_LANDING")
     monkeypatch.delenv("FAULTLINE_WAREHOUSE")
+    monkeypatch.delenv("FAULTLINE_PRICES")
     assert from_env()["landing"].path == "./landing" and from_env()["lake"].warehouse == "./warehouse"
 
 

@@ -116,7 +116,7 @@ def test_materialize_one_partition(landing, warehouse):
     result = _materialize(landing, warehouse)
     assert result.success
     checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
-    assert checks[("ingest_audit", "lines_balanced")] and all(checks.values()) and len(checks) == 11
+    assert checks[("ingest_audit", "lines_balanced")] and all(checks.values()) and len(checks) == 12
     mats = {m.asset_key.to_user_string(): m for m in result.get_asset_materialization_events()}
     assert {m.partition for m in mats.values()} == {"northwind:c1|2026-11-24"}
     meta = mats["core_events"].materialization.metadata
@@ -324,3 +324,60 @@ def test_audit_checksum_is_the_stored_files_sha256(tmp_path):
     assert len(rows) == 2
     for source, checksum in rows:  # one plain, one gzip
         assert checksum == file_checksum(tmp_path / source), source
+
+
+def test_run_with_a_bad_prices_file_is_one_error_naming_the_line(landing, tmp_path):
+    """--prices (or LANDING/prices.csv) is read before anything is ingested; a bad file stops
+    the run with one line naming it, and a good one prices the analytics."""
+    bad = tmp_path / "prices.csv"
+    bad.write_text(
+        "provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,2.5,,\nbluepeak,*,*,n/a,,\n"
+    )
+    wh = tmp_path / "wh"
+    r = CliRunner().invoke(run, ["--landing", str(landing), "--warehouse", str(wh), "--prices", str(bad)])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {bad}, line 3: usd_per_gpu_hour 'n/a' is not a number"
+    assert not wh.exists()
+    r = CliRunner().invoke(
+        run, ["--landing", str(landing), "--warehouse", str(wh), "--prices", str(tmp_path / "none.csv")]
+    )
+    assert r.exit_code == 1 and "none.csv: no such file" in r.output
+    bad.write_text("provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,2.5,,\n")
+    r = CliRunner().invoke(
+        run, ["--landing", str(landing), "--warehouse", str(wh), "--prices", str(bad), "--workers", "1"]
+    )
+    assert r.exit_code == 0, r.output
+    costs = pl.read_parquet(wh / "analytics" / "provider_costs.parquet").filter(pl.col("level") == "provider")
+    priced = dict(costs.select("provider", "usd_per_gpu_hour").iter_rows())
+    assert priced["northwind"] == 2.5 and priced.get("bluepeak", None) is None
+
+
+def test_known_apply_keeps_the_prices_of_the_run(landing, tmp_path):
+    """`known apply` recomputes the analytics as `faultline run` does at its end: with the
+    landing folder's prices.csv (or --prices); without one it says the dollars are gone."""
+    from faultline.cli import main
+
+    land = landing
+    (land / "prices.csv").write_text(
+        "provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,2.5,,\n"
+    )
+    wh = tmp_path / "wh"
+    r = CliRunner().invoke(run, ["--landing", str(land), "--warehouse", str(wh), "--workers", "1"])
+    assert r.exit_code == 0, r.output
+
+    def paid() -> dict:
+        costs = pl.read_parquet(wh / "analytics" / "provider_costs.parquet").filter(pl.col("level") == "provider")
+        return dict(costs.select("provider", "usd_per_gpu_hour").iter_rows())
+
+    assert paid()["northwind"] == 2.5
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--landing", str(land)])
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    assert paid()["northwind"] == 2.5
+    bad = tmp_path / "bad.csv"
+    bad.write_text("provider,cluster,gpu_model,usd_per_gpu_hour,valid_from,valid_to\nnorthwind,*,*,n/a,,\n")
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--prices", str(bad)])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {bad}, line 2: usd_per_gpu_hour 'n/a' is not a number"
+    assert paid()["northwind"] == 2.5
+    r = CliRunner().invoke(main, ["known", "apply", "--warehouse", str(wh), "--landing", str(tmp_path / "elsewhere")])
+    assert r.exit_code == 0, r.output
+    assert "warning: the analytics had prices; no prices.csv at " in r.output
+    assert paid()["northwind"] is None

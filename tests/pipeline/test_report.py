@@ -11,6 +11,7 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from helpers.hostile import ANSI, BIDI, HOSTILE_NODE, HOSTILE_RACK, IMG, SCRIPT, build_demo_warehouse
@@ -385,3 +386,41 @@ def test_export_to_stdout_matches_the_function(wh):
         assert res.output == prometheus_text(con)
     finally:
         con.close()
+
+
+def test_the_lottery_in_dollars_section(html_report, md_report, wh, tmp_path):
+    """One section: price paid against the effective price per provider (chart and table), and
+    the comparison's statements; without prices.csv, goodput alone and how to add prices."""
+    import shutil
+
+    from faultline.analytics.build import build_analytics
+    from faultline.lake import views
+
+    costs = Q.run_query(Q.connect(wh), "provider_costs", {"level": "provider"})
+    clusters = Q.run_query(Q.connect(wh), "provider_costs", {"level": "cluster"})
+    # the injected node's GPU model has no price row: its cluster (and provider) get no dollars
+    unpriced = clusters.filter(pl.col("usd_paid").is_null())
+    assert unpriced.height == 1 and costs["usd_paid"].null_count() == 1 and costs.height >= 3
+    section = html_report[html_report.index('<section id="lottery">') :]
+    section = section[: section.index("</section>")]
+    assert "The lottery in dollars" in section and 'aria-label="price paid and effective price' in section
+    assert section.count('fill="#0b5cad"') == costs.height - 1 == section.count('fill="#c6ccd2"')
+    assert f"No price row covers {unpriced['provider'][0]}/{unpriced['cluster'][0]}" in section
+    pairs = Q.run_query(Q.connect(wh), "cost_comparison", {"level": "provider"})
+    assert pairs.height == costs.height * (costs.height - 1) // 2
+    assert all(sanitize(s) in section for s in pairs["statement"].to_list())
+    assert (
+        "### The lottery in dollars" in md_report
+        and "| provider | paid $/GPU-h | effective $/useful GPU-h" in md_report
+    )
+    # the same warehouse without prices
+    bare = tmp_path / "warehouse"
+    shutil.copytree(wh, bare, symlinks=True)
+    build_analytics(bare)
+    views.build(bare)
+    assert Q.run_query(Q.connect(bare), "provider_costs", {})["usd_paid"].null_count() == costs.height
+    md = render(bare, fmt="md")
+    assert "No `prices.csv` was found" in md and "| provider | billed GPU-h | GPU-h lost, infra" in md
+    page = render(bare)
+    assert 'aria-label="goodput per provider"' in page and "faultline run --prices FILE" in page
+    assert page.count('fill="#c6ccd2"') == 0

@@ -53,6 +53,7 @@ PATHS = [
     re.compile(p)
     for p in (
         r"^inventory\.csv$",
+        r"^prices\.csv$",
         r"^_truth/[a-z_]+\.(parquet|json)$",
         rf"^[\w.-]+/[\w.-]+/{DATE}/kernel/[\w.-]+\.(log|log\.gz|boot)$",
         rf"^[\w.-]+/[\w.-]+/{DATE}/slurm/(sacct\.txt|slurmctld\.log)$",
@@ -79,6 +80,14 @@ JOB_LINE = re.compile(
             r"error_file|traceback) *: )",
             r"^(CUDA kernel errors|For debugging consider|Compile with `TORCH_USE_CUDA_DSA`|ncclRemoteError: |Last error:|"
             r"NET/IB : |\.\./aten/src/ATen/native/cuda/\w+\.cu:\d+: )",
+            # training progress, checkpoint saves and loads (the shapes of models/corpus/dev.jsonl lines)
+            r"^\[titan\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - root - INFO - ",  # torchtitan
+            r"^ \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +\d+/ +\d+ \| consumed samples: ",  # Megatron-LM
+            r"^(saving|  successfully saved) checkpoint at iteration +\d+ to |^  successfully loaded checkpoint from ",
+            r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[INFO\] \[(logging|timer|torch_checkpoint_engine)\.py:\d+:",  # DeepSpeed
+            r"^Training epoch \d+, iteration \d+/\d+ \| |^\[NeMo I \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \w+:\d+\] ",  # NeMo
+            r"^Restor(ing states from the checkpoint path|ed all states from the checkpoint) at ",
+            r"^\{'loss': [\d.]+, 'grad_norm': |^\[INFO\|(trainer|modeling_utils)\.py:\d+\] \d{4}-",  # HF Trainer
         )
     )
 )
@@ -412,10 +421,10 @@ def test_desync_report_comes_from_the_lowest_rank_that_timed_out(tmp_path):
         .sort("job_id")
     )
     assert jobs.select("job_id", "culprit_rank").rows() == [
-        ("107374", 9),
-        ("107389_5", 0),
-        ("214581", 7),
-        ("318094", 2),
+        ("107389_4", 0),
+        ("214615", 6),
+        ("214619", 14),
+        ("214660", 7),
     ]
     for j in jobs.iter_rows(named=True):
         reports = [x for x in job_log(root, j) if "Desync debugging" in x]
@@ -604,7 +613,10 @@ def test_job_log_lines_use_the_real_shapes(demo, truth):
         r"NCCL INFO NCCL version 2\.\d+\.\d+\+cuda\d+\.\d",
         r"NCCL INFO Channel 00/32 :",
         r"Init COMPLETE",
-        r"\d,\d{3} INFO step \d+ loss \d",
+        r"\[titan\] [\d :,-]+ - root - INFO - step: \d+  loss:  [\d.]+  memory: ",
+        r"\[Torch\] Checkpoint global_step\d+ is ready now!",
+        r"Training epoch 0, iteration \d+/\d+ \| lr: ",
+        r"Continuing training from global step \d+",
         r"\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d{9} ProcessGroupNCCL\.cpp:\d+\]",
         r"(?m)^\d+: ",
         r"(?m)^\[default\d\]:",
@@ -653,3 +665,43 @@ def test_slurmctld_lines(demo, truth):
     text = [x for p in ctld for x in p.read_text().splitlines()]
     assert all(rx.match(x) for x in text)
     assert any("not responding, setting DOWN" in x for x in text) == truth["jobs"]["state"].eq("NODE_FAIL").any()
+
+
+def test_checkpoint_and_progress_lines_agree_with_the_truth(demo, truth):
+    """What the marker pass reads from the job logs is what the truth says: each failed job's
+    last checkpoint save, and the first progress line of a resubmission on a stack that stamps
+    its progress lines."""
+    from faultline.analytics.goodput import job_progress
+    from faultline.ingest.parse import SourceContext, parse_files
+
+    root, _ = demo
+    jobs = truth["jobs"].filter(pl.col("has_log"))
+    failed = jobs.filter(pl.col("last_checkpoint").is_not_null()).head(60)
+    # stamped progress lines, and a checkpoint load, so a timed first progress line
+    resumed = jobs.filter(
+        (pl.col("attempt") > 1)
+        & pl.col("stack").is_in(["torchtitan", "megatron", "deepspeed"])
+        & (pl.col("first_progress") < pl.col("end"))
+    )
+    picked = pl.concat([failed, resumed.head(40)]).unique("job_id", maintain_order=True)
+    stamped = set(resumed.head(40)["job_id"].to_list())
+    assert failed.height >= 20 and resumed.height >= 10
+    items = []
+    for j in picked.iter_rows(named=True):
+        path = root / j["provider"] / j["cluster"] / j["log_day"] / "jobs" / j["job_id"] / f"slurm-{j['job_id']}.log"
+        ctx = SourceContext(source=str(path), kind="job", ref_date=j["end"].date(), job_id=j["job_id"])
+        items.append((path, ctx))
+    marks = pl.concat(
+        [
+            r.markers.with_columns(job_id=pl.lit(c.job_id), provider=pl.lit("p"), cluster=pl.lit("c"))
+            for (_p, c), r in zip(items, parse_files(items))
+            if r.markers is not None
+        ]
+    )
+    got = {r["job_id"]: r for r in job_progress(marks).to_dicts()}
+    for j in picked.iter_rows(named=True):
+        g = got[j["job_id"]]
+        if j["last_checkpoint"] is not None:
+            assert abs((g["last_save"] - j["last_checkpoint"]).total_seconds()) < 3, j["job_id"]
+        if j["job_id"] in stamped:
+            assert abs((g["first_progress"] - j["first_progress"]).total_seconds()) < 1, j["job_id"]

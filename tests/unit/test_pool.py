@@ -9,6 +9,7 @@ from faultline.ingest import pool
 from faultline.ingest.parse import SourceContext, parse_files
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
+JOBS = Path(__file__).parents[1] / "fixtures" / "jobs" / "dev"
 
 
 def test_shares_balance_bytes_and_keep_every_file_once():
@@ -31,12 +32,18 @@ def test_two_processes_give_what_one_gives(monkeypatch):
             ("torch_oom.log", "job"),
         )
     ]
+    # real job outputs with progress lines: their job_markers rows come back too
+    items += [
+        (JOBS / case / "output.log", SourceContext(source=case, kind="job", ref_date=day, job_id=case))
+        for case in ("bs-tr1-ecc-uncorrectable", "colossalai-5798-ckpt-write-failed")
+    ]
     monkeypatch.setattr(pool, "SPLIT_BYTES", 1)  # split even these small files
     split = pool.parse_partition_files(items, workers=2)
     alone = parse_files(items)
-    assert len(split) == len(alone) == 5
+    assert len(split) == len(alone) == 7
     for a, b in zip(alone, split):
         assert a.events.equals(b.events) and a.quarantine.equals(b.quarantine)
+        assert (a.markers is None and b.markers is None) or a.markers.equals(b.markers)
         assert (a.lines_read, a.event_lines, a.benign, a.quarantined) == (
             b.lines_read,
             b.event_lines,
@@ -44,3 +51,4 @@ def test_two_processes_give_what_one_gives(monkeypatch):
             b.quarantined,
         )
     assert sum(r.events.height for r in split) > 0 and sum(r.lines_read for r in split) > 1000
+    assert [r.markers["marker"].to_list() for r in split[5:]] == [["progress"], ["progress"]]

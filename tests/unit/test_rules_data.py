@@ -31,6 +31,8 @@ GROUP_NAMES = {
     "cuda_dev",
     "recovery_action",
 }
+MARKER_GROUPS = {"step", "path", "tokens_per_s", "samples_per_s"}  # progress.yaml rules only
+MARKERS = {"checkpoint_save", "checkpoint_load", "progress"}
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
 RULE_KEYS = {
     "id",
@@ -45,8 +47,23 @@ RULE_KEYS = {
     "keep",
     "examples",
     "family",
+    "marker",
 }
-FAMILIES = {"nvrm", "nvswitch", "nic", "pcie", "host", "storage", "thermal", "nccl", "pytorch", "cuda", "slurm", "boot"}
+FAMILIES = {
+    "nvrm",
+    "nvswitch",
+    "nic",
+    "pcie",
+    "host",
+    "storage",
+    "thermal",
+    "nccl",
+    "pytorch",
+    "cuda",
+    "slurm",
+    "boot",
+    "progress",
+}
 
 # The Xid table of docs/taxonomy.md: code -> the project's category.
 TAXONOMY_XIDS = {
@@ -134,12 +151,17 @@ def _variants(word: str) -> set[str]:
     return {word.lower(), word[:1].upper() + word[1:].lower(), word.upper()}
 
 
-def first_match(messages: list[str]) -> list[int | None]:
-    """Index (in ordered_rules) of the first rule matching each message, as the engine decides."""
+def first_match(messages: list[str], only: list[int] | None = None) -> list[int | None]:
+    """Index (in ordered_rules) of the first rule matching each message, as the engine decides;
+    ``only``: of those rules alone."""
     if not messages:
         return []
     m = pl.col("m")
-    hits = [pl.when(m.str.contains(r["pattern"])).then(pl.lit(i, pl.Int32)) for i, r in enumerate(ordered_rules())]
+    rules = ordered_rules()
+    hits = [
+        pl.when(m.str.contains(rules[i]["pattern"])).then(pl.lit(i, pl.Int32))
+        for i in (range(len(rules)) if only is None else only)
+    ]
     return pl.DataFrame({"m": messages}).select(pl.coalesce(hits).alias("i"))["i"].to_list()
 
 
@@ -202,7 +224,10 @@ def test_pattern_compiles_with_allowed_named_groups(rule_id):
     r = RULE_BY_ID[rule_id]
     pl.Series([""]).str.contains(r["pattern"])  # raises on syntax polars (Rust regex) rejects
     fields = pl.Series(r["examples"]).str.extract_groups(r["pattern"]).struct.fields
-    assert set(fields) <= GROUP_NAMES, f"unnamed or unknown groups: {set(fields) - GROUP_NAMES}"
+    allowed = GROUP_NAMES | (MARKER_GROUPS if "marker" in r else set())
+    assert set(fields) <= allowed, f"unnamed or unknown groups: {set(fields) - allowed}"
+    if "marker" in r:
+        assert r["marker"] in MARKERS and r["category"] == "benign" and not r.get("keep")
     if r["category"] == "from_xid":
         assert "xid" in fields
     if "caused_by_xid" in fields or "recovery_action" in fields:
@@ -232,15 +257,23 @@ def test_named_groups_extract_values_on_examples(rule_id):
 
 
 def test_every_example_is_claimed_by_its_own_rule():
+    """A classification rule's examples are its own; a marker rule's (progress.yaml) are its own
+    in the marker pass, which tries the marker rules alone, and stay benign in the classifier."""
     owners, messages = [], []
     for i, r in enumerate(ordered_rules()):
         owners += [i] * len(r["examples"])
         messages += r["examples"]
     rules = ordered_rules()
+    markers = [i for i, r in enumerate(rules) if "marker" in r]
+    first_marker = first_match(messages, markers)
     wrong = [
         (rules[o]["id"], msg, None if w is None else rules[w]["id"])
-        for o, msg, w in zip(owners, messages, first_match(messages))
-        if w != o
+        for o, msg, w, wm in zip(owners, messages, first_match(messages), first_marker)
+        if (
+            w != o
+            if o not in markers
+            else wm != o or w is None or rules[w]["category"] != "benign" or rules[w].get("keep")
+        )
     ]
     assert not wrong, "example -> (own rule, shadowed by):\n" + "\n".join(
         f"  {own}: {msg!r} -> {by}" for own, msg, by in wrong

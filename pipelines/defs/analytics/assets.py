@@ -12,13 +12,13 @@ from ..views.assets import POOL, warn_no_snapshot
     kinds={"polars", "parquet"},
     group_name="out",
     pool=POOL,
-    deps=["core_events", "core_jobs", "core_inventory", "ingest_audit"],
+    deps=["core_events", "core_jobs", "core_inventory", "raw_job_markers", "ingest_audit"],
 )
 def out_analytics(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     """Recompute the analytics tables from the whole lake and publish their views. Not partitioned:
     attribution windows, rates and lemon tests span days and clusters; the nightly_analytics
     schedule runs it after the night's partitions."""
-    counts = build_analytics(lake.warehouse)
+    counts = build_analytics(lake.warehouse, prices=lake.prices)
     report = lake.build_views()
     warn_no_snapshot(context, report)
     context.log.info(f"analytics: {counts}")

@@ -26,6 +26,7 @@ RAW_TABLES = {
         ("steps", "steps", ["job_id", "step", "state", "exit_code"]),
     ],
     "raw_flight_recorder": [("flight_recorder", "flight", ["job_id", "rank", "last_completed", "suspect_rank"])],
+    "raw_job_markers": [("job_markers", "markers", ["job_id", "ts", "marker", "step", "path"])],
     "ingest_audit": [("ingest_audit", "audit", ["source", "kind", "lines_read", "events", "benign", "quarantined"])],
     "quarantine": [("quarantine", "quarantine", ["source", "line_no", "reason", "preview"])],
 }

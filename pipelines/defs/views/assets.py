@@ -29,6 +29,7 @@ def warn_no_snapshot(context: dg.AssetExecutionContext, report) -> None:
         "core_inventory",
         "raw_slurm_accounting",
         "raw_flight_recorder",
+        "raw_job_markers",
         "ingest_audit",
         "quarantine",
     ],
