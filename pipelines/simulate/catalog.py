@@ -346,7 +346,7 @@ KINDS: tuple[Kind, ...] = (
         "gpu",
         "cuda",
         (
-            (0, _xid(44, "Ch 00000018, intr 00000000. Graphics Engine fault during context switch")),
+            (0, _xid(44, "Ch 00000018, intr 00000000")),  # the real line carries no description text
             (1, "NVRM: nvAssertFailedNoLog: Assertion failed: 0 @ kernel_channel.c:1345"),
         ),
         xid=44,
