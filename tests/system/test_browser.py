@@ -28,6 +28,7 @@ SECTIONS = [
     "headline",
     "known-issues",
     "scoreboard",
+    "lottery",
     "causes",
     "timeline",
     "racks",
