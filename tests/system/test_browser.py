@@ -30,6 +30,7 @@ SECTIONS = [
     "known-issues",
     "failed-jobs",
     "scoreboard",
+    "lottery",
     "causes",
     "timeline",
     "racks",

@@ -118,8 +118,9 @@ def test_truth_interruption_rate_is_per_calendar_node_day_without_idle_nccl_hang
         assert r["expected_faults"] * (1 - 7 / 410) - 1e-3 <= r["expected_interruptions"] <= r["expected_faults"]
     fleet = rates.filter(pl.col("level") == "fleet").row(0, named=True)
     assert (fleet["faults"], fleet["interruptions"]) == (63, 63)
-    assert (fleet["expected_faults"], fleet["expected_interruptions"]) == (73.041, 72.836)
-    assert fleet["interruption_rate_per_1k"] == 10.1161 and fleet["rate_per_1k"] == 10.2835
+    # resubmitted jobs (the simulator's users rerun what ended early) keep nodes busy: fewer idle hangs
+    assert (fleet["expected_faults"], fleet["expected_interruptions"]) == (73.041, 72.902)
+    assert fleet["interruption_rate_per_1k"] == 10.1253 and fleet["rate_per_1k"] == 10.2835
 
 
 def test_fault_key_lines_in_kernel_logs_count_like_the_truth(long_run):
