@@ -607,7 +607,7 @@ def section_queries(cfg: dict, work: Path, workers: int) -> dict:
 
 def _grep_dir(pattern: str, folder: Path, env: dict) -> measure.Measured:
     """``grep -rcE`` over every file of a landing folder (one process, like the suite's parse row)."""
-    g = measure.run(["grep", "-rcE", pattern, str(folder)], env=env, check=False, interval=0.005, tree=False)
+    g = measure.run(["grep", "-rcE", "-e", pattern, str(folder)], env=env, check=False, interval=0.005, tree=False)
     if g.rc not in (0, 1):
         raise RuntimeError(f"grep failed: {g.stderr[-2000:]}")
     return g

@@ -159,9 +159,17 @@ def test_the_demo_passes_its_own_evaluation(demo):
 
 
 def test_new_signatures_differ_by_more_than_a_host_a_number_or_an_address(con):
+    """No two of the demo's new signatures differ only by a host, a number or an address; when the
+    rules name every line the demo prints there are none (the masks are held on real lines in
+    tests/unit/test_masks.py)."""
     nodes = Q.run_sql(con, "SELECT DISTINCT node FROM inventory_latest")["node"].drop_nulls().to_list()
-    sigs = Q.run_query(con, "new_signatures", {"max_rows": ALL})
-    assert sigs.height >= 1
+    new = Q.run_query(con, "new_signatures", {"max_rows": ALL})
+    if new.is_empty():
+        assert Q.run_sql(con, "SELECT count(*) AS n FROM events WHERE category = 'unknown'")["n"][0] == 0
+    _no_near_duplicates(new, nodes)
+
+
+def _no_near_duplicates(sigs: pl.DataFrame, nodes: list[str]) -> None:
 
     def bare(text: str) -> str:
         for n in sorted(nodes, key=len, reverse=True):

@@ -235,9 +235,9 @@ LINES = [
     (
         "slurmstepd: error: Detected 1 oom_kill event in StepId=11300781.0. Some of the step tasks have been OOM Killed. srun: error: sdumont6156: task 0: Out Of Memory",
         "slurmstepd_oom_kill",
-        "host",
+        "user_app",
     ),
-    ("srun: error: nid001277: tasks 1-3: Out Of Memory", "srun_task_out_of_memory", "host"),
+    ("srun: error: nid001277: tasks 1-3: Out Of Memory", "srun_task_out_of_memory", "user_app"),
     ("salloc: error: Node failure on worker-1", "srun_node_failure", "scheduler"),
     ("srun: Force Terminated job 32233190", "srun_step_terminating", "scheduler"),
     (

@@ -136,7 +136,7 @@ def test_accuracy_on_held_out_real_lines():
     held = pl.concat(
         [df.filter(pl.col("source").is_in(corpus_sources[::4])), cur.filter(pl.col("j") % 4 == 0).drop("j")]
     )
-    assert held.height >= 250
+    assert held.height >= 200
     train = df.filter(~pl.col("i").is_in(held["i"].implode()))
     pipe, metrics = M.train(train["text"], train["label"], cv=0)
     assert "cv" not in metrics and metrics["n_examples"] == train.height
