@@ -66,13 +66,14 @@ def dask_ingest_job(landing: str, warehouse: str, models_dir: str | None = None,
     )
 
 
-def location_job(name: str = "ingest_job") -> dg.JobDefinition:
+def location_job(name: str = "ingest_job", per_step: bool = False) -> dg.JobDefinition:
     """A job of the code location, for ``dg.build_reconstructable_job("faultline.launch.dask",
-    "location_job")``: how a script runs ``ingest_job`` with its default executor outside
-    ``dg dev``. Its resources come from ``FAULTLINE_LANDING`` / ``FAULTLINE_WAREHOUSE``."""
+    "location_job")`` outside ``dg dev``; ``per_step``: Dagster's multiprocess executor (a process
+    per step) instead of its own in-process one. Resources from ``FAULTLINE_LANDING`` / ``_WAREHOUSE``."""
     from ..definitions import defs
 
-    return defs().resolve_job_def(name)
+    job = defs().resolve_job_def(name)
+    return job.with_executor_def(dg.multiprocess_executor) if per_step else job
 
 
 def _scheduler_info(address: str) -> tuple[int, dict[int, str]]:

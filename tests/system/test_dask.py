@@ -11,7 +11,7 @@ import distributed
 import pytest
 from helpers.hashes import lake_hashes
 
-from faultline.launch.dask import JOB_PREFIX, run_on_dask
+from faultline.launch.dask import JOB_PREFIX, location_job, run_on_dask
 from faultline.launch.local import QUIET, batches, run_pipeline, select_partitions
 
 TOTALS = ("partitions", "files", "lines", "events", "quarantined")
@@ -89,17 +89,20 @@ def test_dask_needs_a_persistent_instance(landing, tmp_path):
 
 @pytest.mark.slow
 def test_ingest_job_with_the_multiprocess_executor(landing, tmp_path, monkeypatch):
-    """``ingest_job`` from the code location, its default (multiprocess) executor: each step
-    in its own process, the same lake as in-process."""
+    """``ingest_job`` from the code location on Dagster's multiprocess executor (a deployment's
+    choice; its own is in-process): each step in its own process, the same lake as in-process."""
     from faultline.defs.partitions import range_tags
 
     monkeypatch.setenv("FAULTLINE_LANDING", str(landing))  # the code location's resources,
     monkeypatch.setenv("FAULTLINE_WAREHOUSE", str(tmp_path / "mp"))  # inherited by step processes
+    assert location_job().executor_def is dg.in_process_executor  # the code location's own: a process per run
     (tmp_path / "dagster").mkdir()
     parts = select_partitions(landing, clusters=["c1"])  # one range run: c1's two days
     with dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster")) as instance:
         (run,) = batches(parts, 1, instance)
-        job = dg.build_reconstructable_job("faultline.launch.dask", "location_job")
+        job = dg.build_reconstructable_job(
+            "faultline.launch.dask", "location_job", reconstructable_kwargs={"per_step": True}
+        )
         with dg.execute_job(job, instance=instance, tags=range_tags(run), run_config=QUIET) as result:
             assert result.success
             pids = Counter(e.pid for e in result.all_events if e.is_step_success)
