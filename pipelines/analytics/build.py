@@ -110,10 +110,9 @@ def build_analytics(
     known_issues: str | os.PathLike | None = None,
     prices: str | os.PathLike | None = None,
 ) -> dict[str, int]:
-    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts.
-    ``known_issues``: the known-issues file (default: env, else beside the warehouse); ``prices``:
-    a prices.csv that may not exist. Both are read and checked before anything else, so a
-    mistake in either leaves every table as it was."""
+    """Read the lake, compute, write ``<warehouse>/analytics/<table>.parquet``; row counts. The
+    ``known_issues`` file (default: env, else beside the warehouse) and ``prices`` are checked
+    first, so a mistake in either leaves every table as it was."""
     known = load_for(known_issues, warehouse)
     price_rows = load_prices(prices)
     present = set(lake.tables_present(warehouse))

@@ -1,14 +1,6 @@
-"""What faultline counts, defined once for the analytics (the views of sql/views say the same
-for every query, command and page; a test holds the two to each other).
-
-- A **failed job** is a job that did not complete (one ``job_failures`` row); an
-  **infrastructure failure** is a failed job whose root cause is in the hardware or software
-  domain.
-- An **incident** is a node incident of severity error or critical; info and warning
-  incidents (a recorded row remap, a throttle notice) are shown but never counted.
-- A **node failure** is what a failure rate counts: an incident not shared by its rack (those
-  are the rack's) or a job interruption with no incident to show for it (``node_failures``).
-"""
+"""What faultline counts (failed job, infrastructure failure, incident, node failure), defined
+once for the analytics as docs/analytics.md states; the views of sql/views say the same for
+every query, command and page, and a test holds the two to each other."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The drain list: nodes to take out of service tonight, with their reasons, as ``scontrol``
-lines for a person or a script to run (faultline never runs them).
-
-A node is listed when it is a lemon, when its last serious fault (one that needs a reset,
-reboot or drain) has no later reboot (the driver's load banner), or when an open known issue
-that says drain hit it within the look-back."""
+"""The drain list (docs/known-issues.md): lemons, nodes whose last serious fault has no later
+reboot, and nodes an open drain-entry hit, with reasons and ``scontrol`` lines for a person or
+a script to run (faultline never runs them)."""
 
 from __future__ import annotations
 
@@ -60,10 +57,9 @@ def drain_list(
     as_of: dt.date,
     days: int = 7,
 ) -> list[Drain]:
-    """``lemons``: lemon_nodes; ``incidents``: provider, cluster, node, category, severity,
-    action, first_ts, last_ts; ``boots``: provider, cluster, node, last_boot; ``known_hits``:
-    provider, cluster, node, known_issue_id, ticket, ts (applied matches of open entries that
-    say drain); ``inventory``: provider, cluster, node, in_service_to."""
+    """The nodes to drain from ``lemons`` (lemon_nodes), ``incidents``, ``boots`` (last_boot per
+    node), ``known_hits`` (applied matches of open entries that say drain) and ``inventory``
+    (in_service_to), one row per node with its reasons."""
     key = ["provider", "cluster", "node"]
     since = dt.datetime.combine(as_of - dt.timedelta(days=days - 1), dt.time(), dt.timezone.utc)
     out: dict[tuple, Drain] = {}

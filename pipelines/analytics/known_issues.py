@@ -1,9 +1,6 @@
-"""The known-issues file: a team's registry of failures whose fix is known (docs/known-issues.md).
-
-Read with ``yaml`` safe nodes only (no tags, anchors or aliases), every key and value checked;
-a mistake is one ``KnownIssuesError`` naming the file and line. Regexes are compiled by polars
-(Rust regex: linear time, bounded compiled size) and capped in length. Nothing is evaluated.
-"""
+"""The known-issues file (docs/known-issues.md): read as safe YAML nodes, every key and value
+checked, a mistake one ``KnownIssuesError`` naming the file and line; regexes run in polars'
+linear-time engine, capped in length; nothing is evaluated."""
 
 from __future__ import annotations
 

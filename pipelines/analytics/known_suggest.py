@@ -105,12 +105,8 @@ def suggest(
     min_count: int = 3,
 ) -> list[Suggestion]:
     """Suggestions over the ``days`` up to ``as_of`` for ``subjects`` no entry matched
-    (``SUBJECT_SCHEMA``: incidents and node-side failed jobs, one row each; rows with
-    ``counts`` false, jobs whose incident is a subject already, only add to the cost).
-
-    A rack is proposed where the signature is spread over its nodes (none holds half), a node
-    where it is the node's own, a cluster where it is spread over its racks; each must hold
-    improbably more than its share of its parent (cluster, cluster, fleet) by its node count."""
+    (``SUBJECT_SCHEMA``): a rack, node or cluster scope where a signature holds improbably more
+    than its share of the parent by node count (docs/known-issues.md, "Suggestions")."""
     since = as_of - dt.timedelta(days=days - 1)
     s = subjects.filter(
         (pl.col("ts").dt.date() >= since) & (pl.col("ts").dt.date() <= as_of) & pl.col("rule_id").is_not_null()

@@ -222,10 +222,9 @@ def run_pipeline(
     workers: int | None = None,
     prices: str | os.PathLike | None = None,
 ) -> dict:
-    """Materialize every selected partition; ``progress(done, total, partition, stats)`` after each.
-    Returns a summary (partitions, files, lines, events, quarantined, seconds, per-partition rows).
-    On failure raises the step's error; partitions written before it stay written.
-    ``prices``: the prices.csv the cost analytics read (default: ``prices.default_location``)."""
+    """Materialize every selected partition (``progress(done, total, partition, stats)`` after
+    each) and return a summary; a failure raises the step's error, partitions written before it
+    stay written. ``prices``: the cost analytics' prices.csv (default: ``prices.default_location``)."""
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     tally = Tally(len(parts), progress)
@@ -276,9 +275,8 @@ def finish(
     prices: str | os.PathLike | None = None,
 ) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file, or
-    materialize ``out_analytics`` and ``out_report`` (which rebuild it). Returns ``compaction``,
-    ``snapshot_error``, and ``analytics`` with ``analytics_seconds`` when it ran them; ``prices``: the
-    prices.csv the analytics read (None: none, no dollars)."""
+    materialize ``out_analytics`` and ``out_report`` (which rebuild it) with ``prices`` (None: no
+    dollars). Returns ``compaction``, ``snapshot_error`` and, when it ran them, ``analytics``."""
     from ..lake import compact
     from ..lake import views as view_file
 

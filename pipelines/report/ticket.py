@@ -1,7 +1,6 @@
-"""The provider ticket / RMA evidence pack for one node: where it is, which GPUs (PCI slot,
-UUID, board serial), the deciding lines with UTC times, its incidents, the jobs it interrupted,
-how often other nodes' errors named it, its timeline and its open known issue. Markdown to paste
-into a provider portal (everything from logs escaped) or JSON for automation."""
+"""The provider ticket / RMA evidence pack for one node (docs/known-issues.md): its place, GPUs,
+deciding lines, incidents, interrupted jobs, peer blame, timeline and known issue, as Markdown
+to paste into a provider portal (log text escaped) or JSON."""
 
 from __future__ import annotations
 
