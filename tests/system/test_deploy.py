@@ -299,18 +299,19 @@ def _check_deployment(instance, serve, env, tmp, landing, warehouse, clusters, b
     )
     victim = runs[1].dagster_run.run_id
     code_server = serve.pid_of("code-server")[-1]
-    worker = deploy.wait_for(
-        "the run's worker process", lambda: deploy.children(code_server, "spawn_main"), RUN_TIMEOUT_S, 0.1
-    )
-    deploy.wait_for(
+    step = deploy.wait_for(
         "the run's first step",
-        lambda: any(e.dagster_event_type == dg.DagsterEventType.STEP_START for e in instance.all_logs(victim)),
+        lambda: next(
+            (e for e in instance.all_logs(victim) if e.dagster_event_type == dg.DagsterEventType.STEP_START), None
+        ),
         RUN_TIMEOUT_S,
         0.1,
     )
+    # the process that runs the steps, not an earlier run's worker still exiting
+    worker = step.dagster_event.pid
+    assert worker in deploy.children(code_server, "spawn_main")
     os.kill(serve.pid_of("daemon")[-1], signal.SIGKILL)
-    for pid in worker:
-        os.kill(pid, signal.SIGKILL)
+    os.kill(worker, signal.SIGKILL)
     failed = deploy.wait_for(
         "the killed run marked failed",
         lambda: (lambda r: r if r.is_finished else None)(instance.get_run_by_id(victim)),
