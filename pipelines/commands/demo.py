@@ -70,11 +70,11 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     t0 = time.perf_counter()
     landing = workdir / "landing"
     home = os.environ.get("DAGSTER_HOME")
-    if not home:  # the demo's own instance, rebuilt with its landing folder
+    own_home = not home
+    if own_home:  # the demo's own instance, rebuilt with its landing folder, for this command only
         home = str((workdir / "dagster_home").resolve())
         shutil.rmtree(home, ignore_errors=True)
         prepare_home(home)
-        os.environ["DAGSTER_HOME"] = home
     click.echo(f"1/3 simulating the demo fleet into {landing} ...", err=True)
     sim = simulate(landing, scenario="demo", seed=seed, overwrite=True)
     click.echo(
@@ -91,7 +91,13 @@ def demo(workdir: Path, warehouse: Path, seed: int):
         elif done == total or done % 10 == 0:
             click.echo(f"    [{done}/{total}] partitions", err=True)
 
-    summary = run_pipeline(landing, warehouse, progress=progress)
+    if own_home:
+        os.environ["DAGSTER_HOME"] = home
+    try:
+        summary = run_pipeline(landing, warehouse, progress=progress)
+    finally:
+        if own_home:  # a caller in the same process (a test) keeps its own environment
+            os.environ.pop("DAGSTER_HOME", None)
     if tty:
         click.echo("", err=True)
     click.echo(

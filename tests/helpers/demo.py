@@ -30,6 +30,9 @@ def demo_warehouse(base: Path) -> tuple[Path, Path, str, float]:
     finally:
         os.chdir(cwd)
     assert res.exit_code == 0, res.output
+    # the demo's own Dagster instance is for that command only: a later run in this process
+    # (a killed child's claim on the writer pool in it) must not find it
+    assert "DAGSTER_HOME" not in os.environ
     marker.write_text(json.dumps({"output": res.output, "seconds": seconds}))
     return base, wh, res.output, seconds
 
