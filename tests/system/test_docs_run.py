@@ -29,6 +29,7 @@ NOT_HERE = {
     'mkdir -p "$DAGSTER_HOME"': "sets up a deployment's instance (tests/system/test_deploy.py runs docs/deployment.md)",
     "cp deploy/dagster-postgres.yaml": "sets up a deployment's instance (tests/system/test_deploy.py runs docs/deployment.md)",
     "faultline run --date": "a deployment's nightly run (tests/system/test_deploy.py runs docs/deployment.md)",
+    "faultline serve": "starts a deployment's three long-running processes (tests/system/test_deploy.py serves and stops one)",
     "faultline run --landing s3://": "needs a bucket (tests/system/test_object_storage.py runs it against moto)",
     "faultline sql --warehouse s3://": "needs a bucket (tests/system/test_object_storage.py)",
     "faultline train-classifier": "rewrites or retrains the shipped model (tests/unit/test_model.py trains one)",
