@@ -94,7 +94,7 @@ def demo(workdir: Path, warehouse: Path, seed: int):
     if own_home:
         os.environ["DAGSTER_HOME"] = home
     try:
-        summary = run_pipeline(landing, warehouse, progress=progress)
+        summary = run_pipeline(landing, warehouse, progress=progress, notice=lambda text: click.echo(text, err=True))
     finally:
         if own_home:  # a caller in the same process (a test) keeps its own environment
             os.environ.pop("DAGSTER_HOME", None)

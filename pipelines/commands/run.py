@@ -150,7 +150,14 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
                 prices=price_file,
             )
         return run_pipeline(
-            landing, warehouse, dates or None, clusters or None, progress=progress, workers=workers, prices=price_file
+            landing,
+            warehouse,
+            dates or None,
+            clusters or None,
+            progress=progress,
+            workers=workers,
+            prices=price_file,
+            notice=lambda text: click.echo(text, err=True),
         )
 
     try:

@@ -4,10 +4,12 @@ The same lake job as the code location, cut into range runs (``plan``), recorded
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -18,7 +20,7 @@ from ..ingest.landing import Partition, discover
 from ..ingest.pool import WORKERS_ENV as PARSE_WORKERS_ENV
 from ..lake import storage
 from ..lake import writer as lake_writer
-from . import plan
+from . import owner, plan
 
 if TYPE_CHECKING:  # Dagster is imported where a run starts: planning and spawning need none of it
     import dagster as dg
@@ -159,7 +161,11 @@ def _materialize_run(
     _lake_job(storage.abspath(landing), storage.abspath(warehouse), models_dir).execute_in_process(
         instance=instance,
         run_config=QUIET,
-        tags={**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"},
+        tags={
+            **range_tags(run),
+            **owner.tags(),
+            "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}",
+        },
     )
     share = round((time.perf_counter() - t1) / len(run), 3)  # the run's time, split evenly
     return [partition_stats(warehouse, part) | {"seconds": share} for part in run]
@@ -221,16 +227,20 @@ def run_pipeline(
     analytics: bool = True,
     workers: int | None = None,
     prices: str | os.PathLike | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> dict:
     """Materialize every selected partition (``progress(done, total, partition, stats)`` after
     each) and return a summary; a failure raises the step's error, partitions written before it
-    stay written. ``prices``: the cost analytics' prices.csv (default: ``prices.default_location``)."""
+    stay written. ``prices``: the cost analytics' prices.csv (default: ``prices.default_location``);
+    ``notice(text)``: what the run waits for or cleaned up in a shared instance."""
     t0 = time.perf_counter()
     parts = select_partitions(landing, dates, clusters)
     tally = Tally(len(parts), progress)
     # a caller's instance (tests) sees every run only when they run here; the configured one
     # (DAGSTER_HOME) is opened by every worker
     home = configured_instance() if instance is None else None
+    if home is not None:
+        release(home, notice)
     workers = 1 if instance is not None else max(1, min(workers or default_workers(), len(parts)))
     keys = batch_keys(parts)
     jobs = [(str(landing), str(warehouse), models_dir, run) for run in batches(parts, workers, instance or home)]
@@ -251,8 +261,39 @@ def run_pipeline(
             if saved is None:
                 os.environ.pop(PARSE_WORKERS_ENV, None)
     if tally.rows:
-        tally.totals.update(finish(warehouse, analytics, instance or home, prices or default_location(landing)))
+        tally.totals.update(
+            finish(warehouse, analytics, instance or home, prices or default_location(landing), notice=notice)
+        )
     return tally.summary(t0)
+
+
+def release(instance: dg.DagsterInstance, notice: Callable[[str], None] | None = None) -> None:
+    """Release the instance's runs of dead faultline processes (``owner.release_dead``), saying so."""
+    for run_id, why in owner.release_dead(instance):
+        if notice:
+            notice(f"released run {run_id} ({owner.POOL} slots freed): {why}")
+
+
+#: seconds between two looks at the pool's holders while a run waits for it
+RELEASE_EVERY_S = 5.0
+
+
+@contextlib.contextmanager
+def _releasing(instance: dg.DagsterInstance, notice: Callable[[str], None] | None):
+    """While the body waits for the pool, release the holders whose process dies meanwhile."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(RELEASE_EVERY_S):
+            release(instance, notice)
+
+    watcher = threading.Thread(target=loop, name="faultline-release", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
 
 
 def _run_pool(ctx, workers: int, landing, warehouse, models_dir, keys, jobs: list, done) -> None:
@@ -273,6 +314,7 @@ def finish(
     analytics: bool = True,
     instance: dg.DagsterInstance | None = None,
     prices: str | os.PathLike | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> dict:
     """After a batch, in the calling process (the one DuckDB writer): rebuild the view file, or
     materialize ``out_analytics`` and ``out_report`` (which rebuild it) with ``prices`` (None: no
@@ -291,14 +333,22 @@ def finish(
     from ..defs.resources import LakeResource
 
     lake_resource = LakeResource(warehouse=warehouse, prices=str(prices) if prices else None)
+    held = []
+    if instance is not None:
+        release(instance, notice)
+        held = owner.holders(instance)
+        if held and notice:
+            notice(f"waiting for the {owner.POOL} pool (one DuckDB writer): held by run {', '.join(held)}")
 
     t1 = time.perf_counter()
-    res = dg.materialize(
-        [out_analytics, out_report],
-        resources={"lake": lake_resource},
-        instance=instance or dg.DagsterInstance.ephemeral(),
-        run_config=QUIET,
-    )
+    with _releasing(instance, notice) if held else contextlib.nullcontext():
+        res = dg.materialize(
+            [out_analytics, out_report],
+            resources={"lake": lake_resource},
+            instance=instance or dg.DagsterInstance.ephemeral(),
+            run_config=QUIET,
+            tags=owner.tags(),
+        )
     mat = res.asset_materializations_for_node("out_analytics")
     meta = mat[0].metadata if mat else {}
     return {
