@@ -68,6 +68,8 @@ WRITE_FAILED_RE = (
     r"No space left on device|Errno 28|ENOSPC|Input/output error|\[Errno 5\]|Stale file handle|ESTALE|"
     r"Disk quota exceeded|Read-only file system|file write failed|failed writing file"
 )
+# a worker killed by SIGKILL: with no scheduler notice and no other error, the host's OOM killer
+SIGKILL_RE = r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b"
 RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
 SEQ_RE = r"SeqNum=(\d+)"
@@ -300,6 +302,7 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         _desync=user & raw.str.contains(DESYNC_RE),
         _worker=worker,
         _exhausted=worker & raw.str.contains(EXHAUSTION_RE),
+        _sigkill=worker & raw.str.contains(SIGKILL_RE),
         _exhaustion=cat.is_in(["host", "user_app", "unknown", "scheduler"])
         & raw.str.contains(EXHAUSTION_RE)
         & ~raw.str.contains(WORKER_RE),
@@ -340,6 +343,8 @@ def _decide(
         pl.col("event_id").filter(pl.col("_exhaustion")).first().alias("e_event_id"),
         pl.col("event_id").filter(pl.col("_exhausted")).first().alias("x_event_id"),
         pl.col("event_id").filter(pl.col("_worker")).first().alias("k_event_id"),
+        pl.col("event_id").filter(pl.col("_sigkill")).first().alias("s_event_id"),
+        pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_worker")).first().alias("o_event_id"),
         pl.col("event_id").filter(tier == 3).first().alias("w_event_id"),
         pl.col("event_id").filter(cat == "collective_timeout").first().alias("t_event_id"),
         pl.col("event_id").filter(pl.col("_peer")).first().alias("p_event_id"),
@@ -377,10 +382,12 @@ def _decide(
         .then(pl.lit("desync"))
         .when((c_user & pl.col("c__exhausted")) | (no_c & has("x")))
         .then(pl.lit("exhaustion_named"))
-        .when(has("e") & ((c_user & pl.col("c__worker")) | (no_c & has("k"))))
+        .when(has("e") & ((c_user & pl.col("c__worker")) | (no_c & (has("k") | (~has("t") & ~has("w"))))))
         .then(pl.lit("exhaustion"))
         .when(c_user & pl.col("c__save_failed"))
         .then(pl.lit("checkpoint_write"))
+        .when(no_c & has("s") & ~has("o") & ~has("t") & ~has("w"))
+        .then(pl.lit("sigkill"))
     )
     dec = (
         pl.when(pl.col("_how") == "desync")
@@ -389,12 +396,16 @@ def _decide(
         .then("e_event_id")
         .when(pl.col("_how") == "exhaustion_named")
         .then(pl.coalesce("c_event_id", "x_event_id"))
+        .when(pl.col("_how") == "sigkill")
+        .then("s_event_id")
         .otherwise("c_event_id")
     )
     firsts = firsts.with_columns(_how=how).with_columns(
         _dec=pl.coalesce(dec, "w_event_id", "t_event_id", "p_event_id", "q_event_id", "u_event_id"),
         chosen=pl.when(pl.col("_how").is_in(["exhaustion", "exhaustion_named"]))
         .then(pl.lit("exhaustion"))
+        .when(pl.col("_how") == "sigkill")
+        .then(pl.lit("sigkill"))
         .when(has("c"))
         .then(pl.when(c_user | (pl.col("_how") == "desync")).then(pl.lit("user")).otherwise(pl.lit("hw")))
         .when(has("w"))
@@ -451,7 +462,7 @@ def _decide(
     by_state = (
         chosen.is_null()
         | (chosen.is_in(["unknown", "peer"]) & st.is_in(list(_STATE_CAUSE)))
-        | ((chosen == "user") & scheduler_ended)
+        | (chosen.is_in(["user", "sigkill"]) & scheduler_ended)
     )
     # the dumps show ranks that never joined the collective the others wait in: they were
     # behind in the program, the taxonomy's collective desync, whatever the network said
@@ -468,6 +479,8 @@ def _decide(
         .then(pl.when(pl.col("category").is_in(["unknown", "scheduler"])).then(pl.lit("host")).otherwise("category"))
         .when(how == "checkpoint_write")
         .then(pl.lit("storage"))
+        .when(how == "sigkill")
+        .then(pl.lit("host"))
         .when(chosen == "peer")
         .then(pl.lit("unknown"))
         .otherwise(pl.col("category"))
@@ -475,6 +488,8 @@ def _decide(
     conf = (
         pl.when(by_state)
         .then(st_conf)
+        .when(how == "sigkill")
+        .then(0.5)
         .when(how.is_not_null())
         .then(0.8)
         .when(chosen == "hw")
@@ -489,7 +504,7 @@ def _decide(
         .then(0.7)
         .otherwise(0.3)
     )
-    specific = chosen.is_in(["hw", "user", "weak", "exhaustion"])
+    specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill"])
     culprit_rank = (
         pl.when(desync & pl.col("_hang_rank").is_not_null())
         .then(pl.col("_hang_rank"))

@@ -231,3 +231,32 @@ def test_the_proxys_socket_errors_are_a_peers_death_whatever_a_rule_calls_them()
     gone = "nccl-795-aws-remote-error-after-segfault"
     j = decide([(7, "network", text(gone, 7), None)])
     assert verdict(j)[:2] == ("unknown", "job:rule_7+peer_gone")
+
+
+# models/corpus/dev.jsonl: a Slurm step cancelled (the srun SIGBUS thread of that corpus)
+STEP_CANCELLED = "slurmstepd: error: *** STEP 3495450.0 ON orion-01-04 CANCELLED AT 2021-10-27T20:22:22 ***"
+
+
+def test_a_worker_killed_by_sigkill_with_no_other_word_is_the_host():
+    """torchrun's -9 with nothing else said: the OOM killer's signal, so the host, at half
+    confidence; a scheduler's notice or a watchdog timeout beside it says otherwise."""
+    killed = WORKER_KILLED.rstrip("\n")
+    j = decide([(1, "scheduler", killed, None)])
+    assert verdict(j)[:2] == ("host", "job:rule_1+sigkill") and j["confidence"] == 0.5
+    j = decide([(1, "scheduler", killed, None), (2, "scheduler", STEP_CANCELLED, None)])
+    assert verdict(j)[:2] == ("scheduler", "job:rule_1")
+    j = decide([(1, "collective_timeout", WATCHDOG.format(r=3).rstrip("\n"), 3), (2, "scheduler", killed, None)])
+    assert verdict(j)[0] == "collective_timeout"
+    # another signal (SIGABRT: the watchdog's own abort) says nothing of the host
+    j = decide([(1, "scheduler", killed.replace("exitcode: -9", "exitcode: -6"), None)])
+    assert verdict(j)[:2] == ("scheduler", "job:rule_1")
+
+
+def test_a_bus_error_alone_is_the_hosts_exhausted_memory():
+    """NCCL's threads killed by SIGBUS (tests/fixtures/jobs/dev/megatron-516-...), no other error:
+    a mapping past the end of /dev/shm, the host's; beside a timeout it decides nothing."""
+    sigbus = text("megatron-516-nccl-bus-error-sigbus", 2)
+    j = decide([(1, "unknown", sigbus, None)])
+    assert verdict(j)[:2] == ("host", "job:rule_1+exhaustion")
+    j = decide([(1, "unknown", sigbus, None), (2, "collective_timeout", WATCHDOG.format(r=3).rstrip("\n"), 3)])
+    assert verdict(j)[0] == "collective_timeout"
