@@ -54,7 +54,8 @@ DESYNC_RE = (
 WORKER_RE = (
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\)? (?:is killed by signal|exited unexpectedly)|"
     r"process \d+ terminated with (?:signal|exit code)|ChildFailedError|exitcode\s*:\s*-\d+|"
-    r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)"
+    r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)|"
+    r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal"
 )
 EXHAUSTION_RE = (
     r"Out of memory: Kill|Memory cgroup out of memory|oom[-_]kill|Out Of Memory|"

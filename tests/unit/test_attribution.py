@@ -15,6 +15,7 @@ from helpers.landing import write
 from faultline.analytics.attribution import attribute_failures
 from faultline.analytics.build import compute
 from faultline.analytics.rates import covered_days
+from faultline.classify.engine import classify_messages
 from faultline.classify.ruleset import load_ruleset
 from faultline.ingest.landing import read_inventory
 from faultline.ingest.partition import ingest_partition
@@ -260,3 +261,16 @@ def test_a_bus_error_alone_is_the_hosts_exhausted_memory():
     assert verdict(j)[:2] == ("host", "job:rule_1+exhaustion")
     j = decide([(1, "unknown", sigbus, None), (2, "collective_timeout", WATCHDOG.format(r=3).rstrip("\n"), 3)])
     assert verdict(j)[0] == "collective_timeout"
+
+
+def test_launchers_and_ucx_name_the_rank_and_node_that_died():
+    """Open MPI's launcher and UCX's signal handler (models/corpus/dev.jsonl: NVIDIA/nccl#1419)
+    name the rank and node where the process died."""
+    rs = load_ruleset()
+    mpirun = "prterun noticed that process rank 48 with PID 613162 on node gpu-node07 exited on signal 11 (Segmentation fault)."
+    ucx = "[gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)"
+    got = classify_messages(pl.Series([mpirun, ucx]), rs)
+    assert got.select("rule_id", "category", "node", "rank").rows() == [
+        ("mpirun_process_exited_on_signal", "scheduler", "gpu-node07", 48),
+        ("ucx_caught_signal", "unknown", "gpu-node09", None),
+    ]

@@ -115,7 +115,7 @@ LINES = [
         "nccl_nvls_bind_failed",
         "nvlink",
     ),
-    ("gpu: Test CUDA failure common.cu:1030 'system not yet initialized'", "nccl_last_error_cuda_not_ready", "nvlink"),
+    ("gpu: Test CUDA failure common.cu:1030 'system not yet initialized'", "nccltests_cuda_not_ready", "nvlink"),
     (
         "[rank5]:[E901 05:20:03.110823792 ProcessGroupNCCL.cpp:1685] [PG ID 0 PG GUID 0(default_pg) Rank 5] Observed flight recorder dump signal from another rank via TCPStore.",
         "pt_flight_recorder_dump_signal",

@@ -127,15 +127,14 @@ def test_training_texts_are_masked():
 
 
 def test_accuracy_on_held_out_real_lines():
-    """A fresh model trained without every 4th corpus origin (a thread's lines stay together) and
+    """A fresh model trained without a quarter of the corpus origins (by hash; a thread's lines stay together) and
     every 4th curated line classifies them: top-1 accuracy >= 0.75; above the 0.6 threshold it
     answers for >= 60% of them, >= 85% correctly."""
     df = build_training_set().with_row_index("i")
-    corpus_sources = sorted(df.filter(pl.col("source").str.starts_with("corpus:"))["source"].unique().to_list())
+    corpus_sources = df.filter(pl.col("source").str.starts_with("corpus:"))["source"].unique().to_list()
+    quarter = [s for s in corpus_sources if hashlib.sha256(s.encode()).digest()[0] % 4 == 0]  # stable as sources join
     cur = df.filter(pl.col("source") == "curated").with_row_index("j")
-    held = pl.concat(
-        [df.filter(pl.col("source").is_in(corpus_sources[::4])), cur.filter(pl.col("j") % 4 == 0).drop("j")]
-    )
+    held = pl.concat([df.filter(pl.col("source").is_in(quarter)), cur.filter(pl.col("j") % 4 == 0).drop("j")])
     assert held.height >= 200
     train = df.filter(~pl.col("i").is_in(held["i"].implode()))
     pipe, metrics = M.train(train["text"], train["label"], cv=0)
