@@ -444,34 +444,22 @@ def summary(registry: Registry, matches: pl.DataFrame, as_of: dt.date | None) ->
     )
 
 
+def _named(fields: tuple[tuple[str, tuple], ...]) -> list[str]:
+    """``name a or b`` for each field that has values."""
+    return [f"{name} {' or '.join(str(v) for v in values)}" for name, values in fields if values]
+
+
 def describe_match(k: KnownIssue) -> str:
-    parts = []
-    for name, values in (
-        ("rule", k.rules),
-        ("category", k.categories),
-        ("xid", k.xids),
-        ("sxid", k.sxids),
-        ("signature", k.signatures),
-    ):
-        if values:
-            parts.append(f"{name} {' or '.join(str(v) for v in values)}")
+    fields = (("rule", k.rules), ("category", k.categories), ("xid", k.xids), ("sxid", k.sxids))
+    parts = _named((*fields, ("signature", k.signatures)))
     if k.message is not None:
         parts.append(f"message ~ /{k.message}/")
     return "; ".join(parts)
 
 
 def describe_scope(k: KnownIssue) -> str:
-    parts = []
-    for name, values in (
-        ("provider", k.providers),
-        ("cluster", k.clusters),
-        ("rack", k.racks),
-        ("node", k.nodes),
-        ("gpu_model", k.gpu_models),
-        ("driver", k.drivers),
-    ):
-        if values:
-            parts.append(f"{name} {' or '.join(values)}")
+    fields = (("provider", k.providers), ("cluster", k.clusters), ("rack", k.racks), ("node", k.nodes))
+    parts = _named((*fields, ("gpu_model", k.gpu_models), ("driver", k.drivers)))
     if k.since or k.until:
         parts.append(f"days {k.since or '...'} to {k.until or '...'}")
     return "; ".join(parts) or "everywhere"

@@ -36,6 +36,14 @@ def parse_date(_ctx, _param, value):
         raise click.BadParameter(f"{value!r} is not a YYYY-MM-DD date") from exc
 
 
+def location_option(name: str, default: str, help: str):
+    """``--landing`` / ``--warehouse``: a folder or URL, from env ``FAULTLINE_<NAME>`` by default."""
+    env = f"FAULTLINE_{name.upper()}"
+    return click.option(
+        f"--{name}", type=LOCATION, envvar=env, default=default, show_default=True, help=f"{help} Env: {env}."
+    )
+
+
 mkdir_option = click.option(
     "--mkdir", is_flag=True, help="Create the folder of --out when it does not exist (else that is an error)."
 )

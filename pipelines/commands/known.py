@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ._options import LOCATION, parse_date
+from ._options import LOCATION, location_option, parse_date
 from .sql import open_warehouse, warehouse_option
 
 known_issues_option = click.option(
@@ -299,14 +299,7 @@ def _priced(warehouse) -> bool:
 @known.command("apply")
 @known_issues_option
 @warehouse_option
-@click.option(
-    "--landing",
-    type=LOCATION,
-    envvar="FAULTLINE_LANDING",
-    default="landing",
-    show_default=True,
-    help="The landing folder whose prices.csv the analytics read, as `faultline run`. Env: FAULTLINE_LANDING.",
-)
+@location_option("landing", "landing", "The landing folder whose prices.csv the analytics read, as `faultline run`.")
 @click.option(
     "--prices",
     type=LOCATION,

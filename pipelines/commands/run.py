@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._options import LOCATION, parse_date
+from ._options import LOCATION, location_option, parse_date
 from .known import known_issues_env, known_issues_option, load_registry
 
 
@@ -28,23 +28,12 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 @click.command()
-@click.option(
-    "--landing",
-    type=LOCATION,
-    envvar="FAULTLINE_LANDING",
-    default="landing",
-    show_default=True,
-    help="Landing folder (provider/cluster/YYYY-MM-DD/...), or an s3://... URL. Env: FAULTLINE_LANDING.",
-)
-@click.option(
-    "--warehouse",
-    type=LOCATION,
-    envvar="FAULTLINE_WAREHOUSE",
-    default="warehouse",
-    show_default=True,
-    help="Where the lake and faultline.duckdb go, or an s3://... URL for the lake "
-    "(faultline.duckdb then goes to $FAULTLINE_DUCKDB, default a per-URL file "
-    "in ~/.cache/faultline). Env: FAULTLINE_WAREHOUSE.",
+@location_option("landing", "landing", "Landing folder (provider/cluster/YYYY-MM-DD/...), or an s3://... URL.")
+@location_option(
+    "warehouse",
+    "warehouse",
+    "Where the lake and faultline.duckdb go, or an s3://... URL for the lake (faultline.duckdb then goes "
+    "to $FAULTLINE_DUCKDB, default a per-URL file in ~/.cache/faultline).",
 )
 @click.option("--date", "dates", multiple=True, callback=_dates, help="Only this day (YYYY-MM-DD); repeatable.")
 @click.option(

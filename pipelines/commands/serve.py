@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._options import LOCATION
+from ._options import location_option
 
 
 @click.command()
@@ -25,22 +25,8 @@ from ._options import LOCATION
     help="The dagster.yaml written when DAGSTER_HOME has none: deploy/dagster.yaml (SQLite files "
     "in DAGSTER_HOME) or deploy/dagster-postgres.yaml (env DAGSTER_PG_HOST, _PORT, _DB, _USER, _PASSWORD).",
 )
-@click.option(
-    "--landing",
-    type=LOCATION,
-    envvar="FAULTLINE_LANDING",
-    default="landing",
-    show_default=True,
-    help="Landing folder the schedule and the sensor read. Env: FAULTLINE_LANDING.",
-)
-@click.option(
-    "--warehouse",
-    type=LOCATION,
-    envvar="FAULTLINE_WAREHOUSE",
-    default="warehouse",
-    show_default=True,
-    help="Warehouse folder the runs write. Env: FAULTLINE_WAREHOUSE.",
-)
+@location_option("landing", "landing", "Landing folder the schedule and the sensor read.")
+@location_option("warehouse", "warehouse", "Warehouse folder the runs write.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address the UI listens on.")
 @click.option("--port", type=int, default=3000, show_default=True, help="Port of the UI.")
 @click.option(
