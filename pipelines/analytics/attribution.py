@@ -188,24 +188,28 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
             )
             & (pl.col("ts") <= pl.col("end") + pl.duration(seconds=cfg.attribution_after_s))
             & (pl.col("severity").is_in(["warning", "error", "critical"]) | (pl.col("domain") == "symptom"))
+            # a process's own fault (Xid 13, 31, 43) before the job started was another job's
+            & ((pl.col("domain") != "user") | (pl.col("ts") >= pl.col("start")))
         )
-        .with_columns(origin=pl.lit("node"))
+        .with_columns(origin=pl.lit("node"), ts_hi=pl.col("ts"))
         .drop("start", "end", "_back")
     )
     # the job's own output, whatever its stamps say: a stamp outside the job's run (a year-less
     # stamp read in the wrong year, a skewed clock) is no time; within one file a line is never
-    # earlier than the one above it, and lines before the first stamp take that stamp
+    # earlier than the one above it, and lines before the first stamp take that stamp; a line
+    # without its own stamp happened by the next stamped line (or the job's end): ``ts_hi``
     run = failed.select(
         *JOB_KEY,
         _lo=pl.col("start") - pl.duration(seconds=cfg.attribution_before_s),
         _hi=pl.col("end") + pl.duration(seconds=cfg.attribution_after_s),
     )
+    in_run = pl.col("ts").is_between(pl.col("_lo"), pl.col("_hi"))
+    stamped = in_run & ~pl.col("ts_source").is_in(["inherited", "none"])
     own = (
         ev.filter(pl.col("job_id").is_not_null())
-        .select("provider", "cluster", "job_id", *_EV_COLS)
+        .select("provider", "cluster", "job_id", *_EV_COLS, "ts_source")
         .join(run, on=JOB_KEY, how="inner")
-        .with_columns(ts=pl.when(pl.col("ts").is_between(pl.col("_lo"), pl.col("_hi"))).then(pl.col("ts")))
-        .drop("_lo", "_hi")
+        .with_columns(ts=pl.when(in_run).then(pl.col("ts")), _own_ts=pl.when(stamped).then(pl.col("ts")))
         .sort(*JOB_KEY, "source", "line_no")
         .with_columns(
             ts=pl.col("ts")
@@ -213,14 +217,16 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
             .fill_null(strategy="backward")
             .cum_max()
             .over([*JOB_KEY, "source"]),
+            ts_hi=pl.col("_own_ts").fill_null(strategy="backward").over([*JOB_KEY, "source"]).fill_null(pl.col("_hi")),
             origin=pl.lit("job"),
         )
+        .drop("_lo", "_hi", "_own_ts", "ts_source")
     )
     out = pl.concat([near.select(own.columns), own], how="vertical_relaxed")
     # a file without a single stamp counts at the job's end
     return (
         out.join(failed.select(*JOB_KEY, pl.col("end").alias("_end")), on=JOB_KEY, how="left")
-        .with_columns(ts=pl.coalesce("ts", "_end"))
+        .with_columns(ts=pl.coalesce("ts", "_end"), ts_hi=pl.max_horizontal(pl.coalesce("ts", "_end"), "ts_hi"))
         .drop("_end")
     )
 
@@ -318,7 +324,7 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_PICK = ("event_id", "ts", "source", "origin", "tier", "category", "_worker", "_exhausted", "_save_failed")
+_PICK = ("event_id", "ts", "ts_hi", "source", "origin", "tier", "category", "_worker", "_exhausted", "_save_failed")
 
 
 def _first(name: str, cond: pl.Expr) -> list[pl.Expr]:
@@ -362,13 +368,13 @@ def _decide(
         (pl.col("a_tier") == 2)
         & pl.col("h_event_id").is_not_null()
         & (pl.col("h_source") != pl.col("a_source"))
-        & (pl.col("h_ts") <= pl.col("a_ts") + mask)
+        & (pl.col("h_ts") <= pl.col("a_ts_hi") + mask)
     )
     hw_node = (
         (pl.col("a_tier") == 1)
         & (pl.col("a_origin") == "job")
         & pl.col("n_event_id").is_not_null()
-        & (pl.col("n_ts") <= pl.col("a_ts") + mask)
+        & (pl.col("n_ts") <= pl.col("a_ts_hi") + mask)
     )
     pick = lambda c: pl.when(hw_user).then(f"h_{c}").when(hw_node).then(f"n_{c}").otherwise(f"a_{c}")  # noqa: E731
     firsts = firsts.with_columns(

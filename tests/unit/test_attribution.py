@@ -274,3 +274,67 @@ def test_launchers_and_ucx_name_the_rank_and_node_that_died():
         ("mpirun_process_exited_on_signal", "scheduler", "gpu-node07", 48),
         ("ucx_caught_signal", "unknown", "gpu-node09", None),
     ]
+
+
+# models/corpus/dev.jsonl: NVSentinel's Xid 31 design note (a process's MMU fault) and
+# tests/fixtures/jobs/dev/nccl-1235-... (the CUDA out-of-memory on localRank 3)
+XID31 = "NVRM: Xid (PCI:0000:b5:00): 31, pid=2079991, name=pt_main_thread, Ch 00000007, intr 00000000. "
+OOM = "nccl-1235-narval-socket-closed-after-cuda-oom"
+
+
+def timed(rows: list[tuple[str | None, str, str, str, str, str]], end: str = "03:24:30") -> dict:
+    """The verdict on job 1 (n1, from 01:00:00 to ``end``) from ``rows``: (job id or None for
+    n1's kernel log, HH:MM:SS, ts_source, category, rule, text)."""
+    domains = load_ruleset().taxonomy.domains
+    ev = pl.DataFrame(
+        [
+            {
+                "event_id": f"e{i}",
+                "source": "out" if job else "kernel/n1.log",
+                "line_no": i,
+                "line_count": 1,
+                "ts": dt.datetime.fromisoformat(f"{DAY}T{hms}+00:00"),
+                "ts_source": how,
+                "provider": "acme",
+                "cluster": "c1",
+                "node": None if job else "n1",
+                "job_id": job,
+                "category": cat,
+                "domain": domains[cat],
+                "severity": "error",
+                "action": "none",
+                "rule_id": rule,
+                "raw": raw,
+                "message": raw,
+            }
+            for i, (job, hms, how, cat, rule, raw) in enumerate(rows, start=1)
+        ],
+        schema=EVENTS,
+    )
+    row = ROW.format(id="1", nodes="n1", n=1, g=8, day=DAY, end=end, elapsed="00:00:00")
+    jobs = parse_sacct(HEADER + row).jobs.with_columns(provider=pl.lit("acme"), cluster=pl.lit("c1"))
+    return attribute_failures(jobs, ev, None, domains).row(0, named=True)
+
+
+def test_a_line_without_its_own_stamp_happened_by_the_next_one():
+    """A user error that only inherits the stamp of the job's first lines (progress lines print
+    none) may come after the node's fault: the fault decides; stamped two hours before it, not."""
+    oom, xid = text(OOM, 14), XID79.split("kernel: ", 1)[1].rstrip("\n")
+    fault = (None, "03:10:00", "yearless", "gpu_bus_lost", "nvrm_xid", xid)
+    j = timed([("1", "01:00:05", "inherited", "user_app", "cuda_out_of_memory", oom), fault])
+    assert verdict(j)[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n1")
+    j = timed([("1", "01:00:05", "absolute", "user_app", "cuda_out_of_memory", oom), fault])
+    assert verdict(j)[:2] == ("user_app", "job:cuda_out_of_memory")
+
+
+def test_a_process_fault_before_the_job_started_was_another_jobs():
+    """An Xid 31 (a process's MMU fault) 30 s before a short job started belongs to the job
+    before; the GPU fault in the same node's log during the job decides."""
+    xid79 = XID79.split("kernel: ", 1)[1].rstrip("\n")
+    before = (None, "00:59:30", "yearless", "user_app", "nvrm_xid", XID31)
+    j = timed([before, (None, "01:04:00", "yearless", "gpu_bus_lost", "nvrm_xid", xid79)], end="01:05:00")
+    assert verdict(j)[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n1")
+    j = timed([before], end="01:05:00")
+    assert verdict(j)[:2] == ("unknown", "state:FAILED")
+    j = timed([(None, "01:00:30", "yearless", "user_app", "nvrm_xid", XID31)], end="01:05:00")
+    assert verdict(j)[:2] == ("user_app", "node:nvrm_xid")
