@@ -264,15 +264,20 @@ def test_a_bus_error_alone_is_the_hosts_exhausted_memory():
 
 
 def test_launchers_and_ucx_name_the_rank_and_node_that_died():
-    """Open MPI's launcher and UCX's signal handler (models/corpus/dev.jsonl: NVIDIA/nccl#1419)
-    name the rank and node where the process died."""
+    """Open MPI's launcher, UCX's signal handler (models/corpus/dev.jsonl: NVIDIA/nccl#1419) and
+    Ray (tests/fixtures/jobs/dev/ray-*) name the rank or node where the process died."""
     rs = load_ruleset()
     mpirun = "prterun noticed that process rank 48 with PID 613162 on node gpu-node07 exited on signal 11 (Segmentation fault)."
     ucx = "[gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)"
-    got = classify_messages(pl.Series([mpirun, ucx]), rs)
+    died = text("ray-47461-release-test-4gpu-worker-died-oom", 1).removeprefix("(raylet) ")
+    lost = text("ray-22349-train-node-terminated-heartbeats", 6).split("\t", 1)[1]
+    got = classify_messages(pl.Series([mpirun, ucx, died, lost, "Worker 0 has failed."]), rs)
     assert got.select("rule_id", "category", "node", "rank").rows() == [
         ("mpirun_process_exited_on_signal", "scheduler", "gpu-node07", 48),
         ("ucx_caught_signal", "unknown", "gpu-node09", None),
+        ("ray_worker_died_at_address", "scheduler", "10.0.7.57", None),
+        ("ray_node_marked_dead", "scheduler", "10.128.0.103", None),
+        ("ray_train_worker_failed", "scheduler", None, 0),
     ]
 
 
