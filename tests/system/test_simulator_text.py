@@ -22,13 +22,9 @@ UNPROVEN = {
     ("slurmctld_kill_job_failed_node", "scheduler"): "no real slurmctld line with provenance yet",
     # slurmctld ping_nodes.c "Nodes %s not responding, setting DOWN": same.
     ("slurmctld_nodes_not_responding_down", "scheduler"): "no real slurmctld line with provenance yet",
-    # slurmctld node_mgr.c "update_node: node %s reason set to: %s": same.
-    ("slurmctld_node_reason_set", "scheduler"): "no real slurmctld line with provenance yet",
     # mlx5 port module error "Bad or shorted cable/module": the real lines found say "High
     # Temperature" (thermal_power), a different fault.
     ("mlx5_module_cable_error", "network"): "no real 'Cable error' line of a network cause yet",
-    # mlx5 "<netdev>: Link down": real lines seen only in sources without a citable address.
-    ("mlx5_link_down", "network"): "no real mlx5 'Link down' line with provenance yet",
 }
 WINDOW = 8  # lines a continuing rule's line is judged with: itself and what follows in its file
 
