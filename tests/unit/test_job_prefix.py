@@ -358,7 +358,7 @@ CASES = [
     # raylet
     (
         "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: fffffffffffffffff5729b4c48481e2a8ef1526f02000000 Worker ID: 39a9e9de2949ebf1f2cbaee0f7000003dbd35e29cc781c9a0906fddd Node ID: 1f94cb553cfc9f9d59824d794d9e3fa7b16bcf528b398c4684e3020f Worker IP address: 172.26.143.83 Worker port: 10005 Worker PID: 833 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors. [repeated 8x across cluster]",
-        None,
+        "172.26.143.83",  # the rule reads the dead worker's address
         None,
         None,
         None,
