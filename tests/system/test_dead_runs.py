@@ -29,11 +29,10 @@ BIN = Path(sys.executable).parent
 HOLDER = """
 import time, uuid
 import dagster as dg
-from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from faultline.launch import owner
 inst = dg.DagsterInstance.get()
 run_id = str(uuid.uuid4())
-inst.add_run(DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=DagsterRunStatus.STARTED, tags=owner.tags()))
+inst.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id=run_id, status=dg.DagsterRunStatus.STARTED, tags=owner.tags()))
 inst.event_log_storage.initialize_concurrency_limit_to_default(owner.POOL)
 inst.event_log_storage.claim_concurrency_slot(owner.POOL, run_id, "out_analytics")
 print(run_id, flush=True)
