@@ -226,7 +226,8 @@ def _evidence(failed: pl.DataFrame, events: pl.DataFrame, cfg: AnalyticsConfig) 
     # a file without a single stamp counts at the job's end
     return (
         out.join(failed.select(*JOB_KEY, pl.col("end").alias("_end")), on=JOB_KEY, how="left")
-        .with_columns(ts=pl.coalesce("ts", "_end"), ts_hi=pl.max_horizontal(pl.coalesce("ts", "_end"), "ts_hi"))
+        .with_columns(ts=pl.coalesce("ts", "_end"))
+        .with_columns(ts_hi=pl.max_horizontal("ts", "ts_hi"))
         .drop("_end")
     )
 
@@ -383,17 +384,18 @@ def _decide(
     )
     has = lambda k: pl.col(f"{k}_event_id").is_not_null()  # noqa: E731
     c_user, no_c = pl.col("c_category") == "user_app", ~has("c")
+    quiet = ~has("t") & ~has("w")  # no watchdog timeout and no hardware warning in the evidence
     # the readings of the cascade (docs/analytics.md), in this order
     how = (
         pl.when(has("d") & (pl.col("c_category") == "network"))
         .then(pl.lit("desync"))
         .when((c_user & pl.col("c__exhausted")) | (no_c & has("x")))
         .then(pl.lit("exhaustion_named"))
-        .when(has("e") & ((c_user & pl.col("c__worker")) | (no_c & (has("k") | (~has("t") & ~has("w"))))))
+        .when(has("e") & ((c_user & pl.col("c__worker")) | (no_c & (has("k") | quiet))))
         .then(pl.lit("exhaustion"))
         .when(c_user & pl.col("c__save_failed"))
         .then(pl.lit("checkpoint_write"))
-        .when(no_c & has("s") & ~has("o") & ~has("t") & ~has("w"))
+        .when(no_c & has("s") & ~has("o") & quiet)
         .then(pl.lit("sigkill"))
     )
     dec = (

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import dagster as dg
 
 PID, HOST, STARTED = "faultline/pid", "faultline/host", "faultline/pid_started"
-POOL = "duckdb_writer"
+POOL = "duckdb_writer"  # the one DuckDB writer's concurrency pool (out_warehouse, out_analytics)
 
 
 def _started(pid: int) -> str:

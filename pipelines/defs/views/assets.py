@@ -2,10 +2,9 @@
 
 import dagster as dg
 
+from ...launch.owner import POOL
 from ..partitions import BATCH, landing_partitions
 from ..resources import LakeResource
-
-POOL = "duckdb_writer"
 
 
 def warn_no_snapshot(context: dg.AssetExecutionContext, report) -> None:
