@@ -75,7 +75,7 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
     views; re-running a partition replaces its tables. The views read a snapshot of the lake, kept an
     hour after a newer build (env FAULTLINE_SNAPSHOT_GRACE_S, seconds; docs/architecture.md)."""
     from ..analytics.prices import PricesError, default_location, load_prices
-    from ..ingest.landing import LandingError
+    from ..ingest.landing import LandingError, inventory_warnings
     from ..lake.storage import is_url, isdir
     from ..lake.views import db_path
     from ..launch.local import run_pipeline, select_partitions
@@ -97,6 +97,8 @@ def run(landing: Path, warehouse: Path, dates, clusters, workers, executor, dask
         load_prices(price_file, required=prices is not None)
     except PricesError as exc:
         raise click.ClickException(str(exc)) from exc
+    for line in inventory_warnings(landing):
+        click.echo(f"warning: {line}", err=True)
     if not todo:
         raise click.ClickException(
             f"no partitions in {landing} match"

@@ -35,8 +35,9 @@ class LandingResource(dg.ConfigurableResource):
     def ingest(self, part: Partition) -> PartitionTables:
         return ingest_partition(self.path, part.provider, part.cluster, part.date, rs=load_ruleset(self.models_dir))
 
-    def inventory(self) -> pl.DataFrame:
-        return landing.read_inventory(self.path)
+    def inventory(self) -> tuple[pl.DataFrame, list[str]]:
+        """The inventory and its row problems (``landing.load_inventory``)."""
+        return landing.load_inventory(self.path)
 
 
 class LakeResource(dg.ConfigurableResource):

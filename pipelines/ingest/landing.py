@@ -4,7 +4,9 @@ A URL landing folder is a listing of the store, with the same rules."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -335,33 +337,107 @@ def fingerprint(landing: str | os.PathLike, part: Partition) -> dict[str, list[i
     return out
 
 
+#: an inventory bigger than this is not a list of nodes
+INVENTORY_MAX_BYTES = 64 << 20
+
+
 def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
+    """``inventory.csv`` as a frame (``load_inventory``), its row problems left unsaid."""
+    return load_inventory(landing)[0]
+
+
+def load_inventory(landing: str | os.PathLike) -> tuple[pl.DataFrame, list[str]]:
     """``inventory.csv`` as a frame of the required and optional columns (absent optional
-    columns are null). Raises ``LandingError`` when it is missing or lacks a column."""
+    columns are null), and one line per row left out or value ignored, naming file and line.
+    Raises ``LandingError`` when it is missing, too big, empty or lacks a column."""
     root = _root(landing)
     path = root / "inventory.csv"
     if not path.is_file() or path.is_symlink():
         raise LandingError(f"{path} is missing (or not a regular file)")
+    size = path.stat().st_size if not isinstance(path, ObjectPath) else 0
+    if size > INVENTORY_MAX_BYTES:
+        raise LandingError(f"{path}: {size:,} bytes, more than an inventory holds ({INVENTORY_MAX_BYTES:,})")
+    text = path.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff")
+    rows = csv.reader(io.StringIO(text, newline=""))
     try:
-        df = pl.read_csv(
-            path.read_bytes() if isinstance(path, ObjectPath) else path, infer_schema=False, encoding="utf8-lossy"
-        )
-    except pl.exceptions.PolarsError as exc:  # a ragged row, a bad quote, ...
-        raise LandingError(f"{path}: unreadable CSV: {exc}") from exc
-    df = df.rename({c: c.strip().lower() for c in df.columns})
-    missing = [c for c in INVENTORY_REQUIRED if c not in df.columns]
+        header = next(rows)
+    except (StopIteration, csv.Error):
+        raise LandingError(f"{path}: no header line (needs {', '.join(INVENTORY_REQUIRED)})") from None
+    cols = [c.strip().lower() for c in header]
+    missing = [c for c in INVENTORY_REQUIRED if c not in cols]
     if missing:
         raise LandingError(f"{path}: missing columns {missing} (needs {', '.join(INVENTORY_REQUIRED)})")
-    day = lambda c: pl.col(c).str.strip_chars().str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False)  # noqa: E731
-    return df.select(
-        *[pl.col(c).str.strip_chars() for c in ("provider", "cluster", "rack", "node")],
-        pl.col("gpus").str.strip_chars().cast(pl.Int64, strict=False),
-        *[
-            (pl.col(c).str.strip_chars() if c in df.columns else pl.lit(None, pl.String)).alias(c)
-            for c in ("gpu_model", "leaf_switch")
-        ],
-        *[
-            (day(c) if c in df.columns else pl.lit(None, pl.Date)).alias(c)
-            for c in ("in_service_from", "in_service_to")
-        ],
+    keep: list[dict] = []
+    problems: list[str] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    while True:
+        start = rows.line_num + 1
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # an unterminated quote swallowing the rest, a NUL byte
+            problems.append(f"{path}:{start}: unreadable ({exc}); the rest of the file left out")
+            break
+        where = f"{path}:{start}"
+        if not any(f.strip() for f in row):
+            continue
+        if rows.line_num > start:  # a quote left open takes the lines after it into one field
+            problems.append(f"{where}: a quote opened here runs to line {rows.line_num}; those lines left out")
+            continue
+        if len(row) != len(cols):
+            problems.append(f"{where}: {len(row)} fields where the header has {len(cols)}; row left out")
+            continue
+        rec = dict(zip(cols, (f.strip() for f in row)))
+        bad = [c for c in ("provider", "cluster", "node") if not valid_name(rec[c])]
+        if bad:
+            problems.append(
+                f"{where}: {bad[0]} {rec[bad[0]][:80]!r} is not a name (letters, digits, . _ -); row left out"
+            )
+            continue
+        if not re.fullmatch(r"\d{1,4}", rec["gpus"]):
+            problems.append(f"{where}: gpus {rec['gpus'][:80]!r} is not a whole number of GPUs; row left out")
+            continue
+        key = (rec["provider"], rec["cluster"], rec["node"])
+        if key in seen:
+            problems.append(f"{where}: node {rec['node']} listed again (first at line {seen[key]}); row left out")
+            continue
+        seen[key] = start
+        for c in ("in_service_from", "in_service_to"):
+            if rec.get(c) and _day(rec[c]) is None:
+                problems.append(f"{where}: {c} {rec[c][:80]!r} is not a date (YYYY-MM-DD); ignored")
+        keep.append(rec)
+    frame = pl.DataFrame(
+        {
+            **{c: [r[c] for r in keep] for c in ("provider", "cluster", "rack", "node")},
+            "gpus": [int(r["gpus"]) for r in keep],
+            **{c: [r.get(c) or None for r in keep] for c in ("gpu_model", "leaf_switch")},
+            **{c: [_day(r.get(c) or "") for r in keep] for c in ("in_service_from", "in_service_to")},
+        },
+        schema={
+            **dict.fromkeys(("provider", "cluster", "rack", "node"), pl.String),
+            "gpus": pl.Int64,
+            **dict.fromkeys(("gpu_model", "leaf_switch"), pl.String),
+            **dict.fromkeys(("in_service_from", "in_service_to"), pl.Date),
+        },
     )
+    return frame, problems
+
+
+def _day(text: str) -> dt.date | None:
+    """A service-window day: the date part of an ISO date or timestamp, else None."""
+    try:
+        return dt.date.fromisoformat(text[:10])
+    except ValueError:
+        return None
+
+
+def inventory_warnings(landing: str | os.PathLike, most: int = 10) -> list[str]:
+    """What a run says about ``inventory.csv`` before it starts: why it cannot be used (the
+    logs are ingested all the same), or its first ``most`` row problems and how many more."""
+    try:
+        _frame, problems = load_inventory(landing)
+    except LandingError as exc:
+        return [f"{exc}; the logs are ingested without racks, GPU counts or service windows"]
+    more = [f"... and {len(problems) - most} more problems in inventory.csv"] if len(problems) > most else []
+    return problems[:most] + more

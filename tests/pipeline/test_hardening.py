@@ -16,9 +16,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from click.testing import CliRunner
 from helpers import badinput as bi
 from helpers.hashes import lake_hashes
 
+from faultline.cli import main
 from faultline.ingest import reader
 from faultline.ingest.flight_recorder import FlightRecorderRefused, load_dump
 from faultline.lake import files as lake
@@ -555,8 +557,15 @@ def test_ragged_inventory_row_does_not_stop_the_run(tmp_path):
         with open(landing / "inventory.csv", "a") as f:
             f.write("hard,tiny,r9,tiny-extra,8,H100,leaf-9,2026-01-01,2027-01-01,surplus-field\n")
 
-    _, wh, case = _tiny_run(tmp_path, build)
+    landing, wh, case = _tiny_run(tmp_path, build)
     assert lake.read_table(wh, "events").filter(pl.col("source").str.contains("tiny-good1")).height == 3
+    # the other rows stay: the ragged one alone is left out, and `faultline run` says where it is
+    nodes = lake.read_table(wh, "inventory")["node"].to_list()
+    assert nodes and "tiny-extra" not in nodes
+    res = CliRunner().invoke(main, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh2")])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stderr.splitlines() if x.startswith("warning: "))
+    assert line.endswith(f"inventory.csv:{len(nodes) + 2}: 10 fields where the header has 8; row left out")
 
 
 # --------------------------------------------------------------------------- links and special files

@@ -112,6 +112,48 @@ def test_read_inventory(landing):
         landing_mod.read_inventory(landing)
 
 
+INVENTORY_HEAD = "provider,cluster,rack,node,gpus,in_service_from\n"
+
+
+def test_inventory_rows_with_problems_are_left_out_by_line(tmp_path):
+    (tmp_path / "inventory.csv").write_text(
+        INVENTORY_HEAD
+        + "acme,c1,r1,n1,8,2026-01-01\n"
+        + "acme,c1,r1,n2,8,2026-01-01,surplus\n"
+        + "acme,c1,r1,n3,eight,\n"
+        + "\n"
+        + "acme,c1,r1,n1,4,\n"
+        + "acme,c1,r1,bad/name,8,\n"
+        + "acme,c1,r2,n4,8,soon\n"
+    )
+    inv, problems = landing_mod.load_inventory(tmp_path)
+    assert inv.select("node", "gpus", "in_service_from").rows() == [("n1", 8, dt.date(2026, 1, 1)), ("n4", 8, None)]
+    where = str(tmp_path / "inventory.csv")
+    assert problems == [
+        f"{where}:3: 7 fields where the header has 6; row left out",
+        f"{where}:4: gpus 'eight' is not a whole number of GPUs; row left out",
+        f"{where}:6: node n1 listed again (first at line 2); row left out",
+        f"{where}:7: node 'bad/name' is not a name (letters, digits, . _ -); row left out",
+        f"{where}:8: in_service_from 'soon' is not a date (YYYY-MM-DD); ignored",
+    ]
+
+
+def test_inventory_unterminated_quote_keeps_the_rows_above_it(tmp_path):
+    (tmp_path / "inventory.csv").write_text(
+        INVENTORY_HEAD + "acme,c1,r1,n1,8,\n" + 'acme,c1,"r1,n2,8,\n' + "acme,c1,r1,n3,8,\nacme,c1,r1,n4,8,\n"
+    )
+    inv, problems = landing_mod.load_inventory(tmp_path)
+    assert inv["node"].to_list() == ["n1"]
+    assert problems == [f"{tmp_path / 'inventory.csv'}:3: a quote opened here runs to line 5; those lines left out"]
+    assert landing_mod.inventory_warnings(tmp_path) == problems
+    (tmp_path / "inventory.csv").write_text("provider,cluster\n")
+    (why,) = landing_mod.inventory_warnings(tmp_path)
+    assert why.endswith(
+        "missing columns ['rack', 'node', 'gpus'] (needs provider, cluster, rack, node, gpus); "
+        "the logs are ingested without racks, GPU counts or service windows"
+    )
+
+
 @pytest.mark.parametrize("provider,cluster", [("a.b", "c.d"), ("aws_us-east-1", "p5.48x"), ("x", "y__z")])
 def test_cluster_key_round_trips(provider, cluster):
     assert split_cluster_key(cluster_key(provider, cluster)) == (provider, cluster)

@@ -119,7 +119,10 @@ def core_inventory(
 ) -> dg.MaterializeResult:
     """The cluster's nodes from ``inventory.csv`` as of this day's run (a daily snapshot)."""
     try:
-        inv, note = landing.inventory(), "inventory.csv"
+        inv, problems = landing.inventory()
+        note = "inventory.csv" + (f" ({len(problems)} rows left out or values ignored)" if problems else "")
+        for line in problems:
+            context.log.warning(line)
     except LandingError as exc:  # logs are still worth ingesting without it
         context.log.warning(str(exc))
         inv, note = pl.DataFrame(schema=TABLES["inventory"]).drop("date"), f"missing: {exc}"
