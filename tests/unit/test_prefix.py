@@ -251,3 +251,34 @@ def test_real_prefix_variant(line, ts, src, node, msg):
     row = parse_stream(io.BytesIO((line + "\n").encode()), ctx).per_line.row(0, named=True)
     got_ts = row["ts"].replace(tzinfo=None).isoformat() if row["ts"] else None
     assert (got_ts, row["ts_source"], row["node"], row["msg"]) == (ts, src, node, msg)
+
+
+# NVIDIA/gpu-operator#1146, as a flood would repeat it (many lines a second, one writer)
+FLOOD_LINE = (
+    "Dec  2 11:38:{s:02d} worker4 kernel: [  219.471050] NVRM: Xid (PCI:0000:07:00): 64, pid='<unknown>', "
+    "name=<unknown>, Dynamic Page Retirement: Blacklisting failed.  Page should have been blacklisted on boot"
+    "(0x00000000007fffa8)."
+)
+
+
+@pytest.mark.parametrize("job", [False, True])
+def test_repeating_prefixes_split_once_each_as_line_by_line(job):
+    from faultline.ingest import prefix
+
+    lines = [FLOOD_LINE.format(s=i // 600) for i in range(6000)] + ["[rank3]:" + FLOOD_LINE.format(s=59)] * 100
+    raw = pl.Series("raw", lines)
+    assert prefix._repeating(raw, prefix._JOB_HEAD_RE if job else prefix._HEAD_RE)
+    assert not prefix._repeating(pl.Series([f"[{i}.000001] x" for i in range(6000)]), prefix._HEAD_RE)
+    got = pl.DataFrame({"raw": raw}).select(p=split_prefix(pl.col("raw"), job=job)).unnest("p")
+    # slices under the repeat test's size take the capturing regex line by line
+    one_by_one = pl.concat(
+        pl.DataFrame({"raw": raw[i : i + 500]}).select(p=split_prefix(pl.col("raw"), job=job)).unnest("p")
+        for i in range(0, len(raw), 500)
+    )
+    assert got.equals(one_by_one)
+    assert got["host_bsd"].unique().to_list() == ["worker4"] and got["msg"][0].startswith(
+        "NVRM: Xid (PCI:0000:07:00): 64"
+    )
+    assert got["inner_mono"].unique().to_list() == ["219.471050"]
+    rank = got["job_rank"] if job else got["rank_label"]
+    assert rank.drop_nulls().to_list() == ["3"] * 100
