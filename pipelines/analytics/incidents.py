@@ -207,24 +207,32 @@ def clock_offsets(keyed: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.Dat
 
 
 def _best_shift(d: np.ndarray, own: list, tol: int) -> tuple[int, int]:
-    """The lag ``x`` (one of the sorted lags ``d``) at which the most distinct own incidents
-    have a partner within ``tol``; ties go to the smaller lag, and no shift (0) wins ties too.
-    Two pointers over the sorted lags: linear in the number of pairs."""
-    count: dict = {}
-    lo = hi = 0
-    best, best_n = 0, len({o for x, o in zip(d.tolist(), own) if abs(x) <= tol})
-    for x in d.tolist():
-        while hi < len(d) and d[hi] <= x + tol:
-            count[own[hi]] = count.get(own[hi], 0) + 1
-            hi += 1
-        while d[lo] < x - tol:
-            count[own[lo]] -= 1
-            if not count[own[lo]]:
-                del count[own[lo]]
-            lo += 1
-        if len(count) > best_n or (len(count) == best_n and abs(x) < abs(best)):
-            best, best_n = int(x), len(count)
-    return best, best_n
+    """The lag ``x`` (one of the lags ``d``) at which the most distinct own incidents have a
+    partner within ``tol``; ties go to the smaller lag (the negative one of two), and no shift (0)
+    wins ties. Each incident's windows around its lags are merged, then counted at every lag."""
+    d, own = np.asarray(d, dtype=np.int64), np.asarray(own)
+    if not len(d):
+        return 0, 0
+    order = np.lexsort((d, own))
+    lag, who = d[order], own[order]
+    lo, hi = lag - tol, lag + tol
+    # within one incident the windows come sorted: a window starts a merged run unless it
+    # overlaps the one before (whose end is the run's end so far, the ends rising too)
+    new = np.r_[True, (who[1:] != who[:-1]) | (lo[1:] > hi[:-1])]
+    first = np.flatnonzero(new)
+    starts, ends = np.sort(lo[first]), np.sort(hi[np.r_[first[1:] - 1, len(lag) - 1]])
+
+    def covering(x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(starts, x, "right") - np.searchsorted(ends, x, "left")
+
+    n0 = int(covering(np.array([0]))[0])
+    xs = np.unique(d)
+    n = covering(xs)
+    top = int(n.max())
+    if top <= n0:
+        return 0, n0
+    cand = xs[n == top]
+    return int(cand[np.lexsort((cand, np.abs(cand)))[0]]), top
 
 
 def _empty() -> pl.DataFrame:

@@ -3,6 +3,7 @@ on hand-built partitions of real-format lines over a 30-day window."""
 
 import datetime as dt
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -10,7 +11,7 @@ from scipy import stats
 
 from faultline.analytics.build import compute
 from faultline.analytics.config import DEFAULT, AnalyticsConfig
-from faultline.analytics.incidents import clock_offsets
+from faultline.analytics.incidents import _best_shift, clock_offsets
 from faultline.analytics.rates import covered_days
 from faultline.ingest.landing import read_inventory
 from faultline.ingest.partition import ingest_partition
@@ -344,3 +345,24 @@ def test_a_share_of_nothing_is_not_a_score(tmp_path):
     lines = {ln.split()[0]: ln for ln in out.output.splitlines()[:15] if ln.strip()}
     assert "n/a" in lines["lemon_precision"] and "MISS" not in lines["lemon_precision"]
     assert "n/a" in lines["lemon_recall"] and "n/a" in lines["bad_racks_found"]
+
+
+def _shift_by_definition(d, own, tol):
+    """The most distinct own incidents with a partner within ``tol`` of a lag; 0 wins ties, then
+    the smaller lag, then the negative one."""
+    n = {x: len({o for y, o in zip(d, own) if abs(y - x) <= tol}) for x in {0, *d}}
+    best = min(n, key=lambda x: (-n[x], x != 0, abs(x), x))
+    return best, n[best]
+
+
+def test_best_shift_is_the_lag_most_incidents_agree_on():
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        size = int(rng.integers(1, 40))
+        d = sorted((rng.integers(-40, 40, size) * int(rng.choice([1, 10]))).tolist())
+        own = rng.integers(0, int(rng.integers(1, 10)), size).tolist()
+        tol = int(rng.integers(0, 12))
+        assert _best_shift(np.array(d), own, tol) == _shift_by_definition(d, own, tol), (d, own, tol)
+    # one incident seen at three lags counts once; two incidents agreeing at +30 beat one at 0
+    assert _best_shift(np.array([0, 1, 2]), [5, 5, 5], 1) == (0, 1)
+    assert _best_shift(np.array([0, 29, 30]), [1, 2, 3], 1) == (29, 2)
