@@ -362,7 +362,26 @@ def parse_files(items: list[tuple[str | os.PathLike, SourceContext]], rs: RuleSe
             scans[i] = FileScan(ctx, error=f"cannot read file: {exc.strerror or exc}")
     if small:
         _scan_small(small, rs, scans)
-    return parse_scans(scans, rs)
+    return _parse_in_chunks(scans, rs)
+
+
+#: candidate lines of many files parsed together at most (a file is never split): bounds the
+#: working memory of a dense partition; files are parsed independently, so results do not change
+PARSE_CHUNK_ROWS = 200_000
+
+
+def _parse_in_chunks(scans: list[FileScan], rs: RuleSet) -> list[ParseResult]:
+    out: list[ParseResult] = []
+    chunk: list[FileScan] = []
+    rows = 0
+    for scan in scans:
+        n = sum(c.height for c in scan.candidates) + sum(m.height for m in scan.markers)
+        if chunk and rows + n > PARSE_CHUNK_ROWS:
+            out += parse_scans(chunk, rs)
+            chunk, rows = [], 0
+        chunk.append(scan)
+        rows += n
+    return out + (parse_scans(chunk, rs) if chunk else [])
 
 
 SMALL_FILE_BYTES = 8 << 20  # content of a file scanned with others (one block or less)

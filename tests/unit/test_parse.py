@@ -195,3 +195,30 @@ def test_classify_cli_jsonl_contract(tmp_path):
     }
     assert rows[1]["category"] == "benign"
     assert "2 lines" in out.stderr
+
+
+def test_files_parsed_in_chunks_give_what_one_batch_gives(monkeypatch):
+    """A dense partition's files are parsed a few at a time (bounded memory): same results."""
+    from faultline.ingest import parse
+
+    real = Path(__file__).parents[1] / "fixtures" / "real"
+    items = [
+        (real / name, SourceContext(name, kind, dt.date(2026, 11, 24), "h1", job_id="7" if kind == "job" else None))
+        for name, kind in [
+            ("dmesg_T.log", "kernel"),
+            ("torch_nccl.log", "job"),
+            ("dmesg_iso.log", "kernel"),
+            ("torch_oom.log", "job"),
+            ("torch_assert.log", "job"),
+        ]
+    ]
+    whole = parse.parse_files(items)
+    monkeypatch.setattr(parse, "PARSE_CHUNK_ROWS", 1)
+    calls, real_scans = [], parse.parse_scans
+    monkeypatch.setattr(parse, "parse_scans", lambda scans, rs, **kw: calls.append(len(scans)) or real_scans(scans, rs))
+    chunked = parse.parse_files(items)
+    assert calls == [1] * len(items)
+    assert sum(r.events.height for r in whole) > 0
+    for a, b in zip(whole, chunked):
+        assert a.events.equals(b.events) and a.quarantine.equals(b.quarantine)
+        assert (a.lines_read, a.event_lines, a.benign) == (b.lines_read, b.event_lines, b.benign)
