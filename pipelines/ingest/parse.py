@@ -658,19 +658,24 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
         ev = q = lines = None
     marks = [m.with_columns(_file=pl.lit(i, pl.Int32)) for i, s in enumerate(scans) for m in s.markers]
     mk = marker_rows(pl.concat(marks).join(ctxs.select("_file", "_ref_date"), on="_file"), rs) if marks else None
-    # each frame split by file once (filtering per file would scan every frame once a file)
+    # each frame typed and split by file once (per-file polars calls would cost more than the
+    # lines of a small file; filtering per file would scan every frame once a file)
+    if ev is not None:
+        ev = _with_file(ev.sort("_file", "line_no"), EVENTS, "events")
+    if q is not None:
+        q = _with_file(q, QUARANTINE, "quarantine")
     by_file = {
-        name: (frame.partition_by("_file", as_dict=True) if frame is not None else {})
+        name: (frame.partition_by("_file", as_dict=True, include_key=name == "lines") if frame is not None else {})
         for name, frame in (("ev", ev), ("q", q), ("lines", lines if full else None), ("mk", mk))
     }
+    no_events, no_quarantine = pl.DataFrame(schema=EVENTS), pl.DataFrame(schema=QUARANTINE)
     out = []
     for i, s in enumerate(scans):
-        e = by_file["ev"].get((i,), ev.clear() if ev is not None else pl.DataFrame(schema=EVENTS))
-        qq = by_file["q"].get((i,), q.clear() if q is not None else None)
-        qq = qq.drop("_file") if qq is not None else pl.DataFrame(schema=QUARANTINE)
+        e = by_file["ev"].get((i,), no_events)
+        qq = by_file["q"].get((i,), no_quarantine)
         n_q = qq.height
         if s.error:
-            qq = pl.concat([conform(qq, QUARANTINE, name="quarantine"), _read_error_row(s.ctx, s.lines_read, s.error)])
+            qq = pl.concat([qq, _read_error_row(s.ctx, s.lines_read, s.error)])
         per_line = None
         if full and lines is not None:
             per_line = (
@@ -680,7 +685,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             )
         event_lines = int(e["line_count"].sum()) if e.height else 0
         res = ParseResult(
-            conform(e.drop("_file", "_grp", strict=False).sort("line_no"), EVENTS, name="events"),
+            e,
             conform(qq, QUARANTINE, name="quarantine"),
             s.lines_read,
             event_lines,
@@ -691,11 +696,18 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
             s.error,
             per_line,
             s.content_sha256,
-            by_file["mk"][(i,)].drop("_file") if (i,) in by_file["mk"] else None,
+            by_file["mk"].get((i,)),
         )
         res.benign = s.lines_read - event_lines - n_q
         out.append(res)
     return out
+
+
+def _with_file(frame: pl.DataFrame, schema: pl.Schema, name: str) -> pl.DataFrame:
+    """``frame`` as ``schema`` (``conform``) with its ``_file`` column in front."""
+    return pl.concat(
+        [frame.select("_file"), conform(frame.drop("_file", "_grp", strict=False), schema, name=name)], how="horizontal"
+    )
 
 
 TAKE_FIRST_NON_NULL = (
