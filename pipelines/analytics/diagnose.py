@@ -177,6 +177,8 @@ def diagnose(
             notes.append(f"{path}: {res.quarantined} line(s) could not be read (binary, invalid UTF-8 or too long)")
         if not res.lines_read:
             notes.append(f"{path}: empty")
+    if not any(r.lines_read > r.quarantined for r in results):  # nothing a verdict could rest on
+        raise DiagnoseError(f"{', '.join(p for p, _c in items)}: {_nothing_readable(results)}")
     frames = [r.events for r in results]
     events = pl.concat(frames) if frames else pl.DataFrame(schema=EVENTS)
     is_job = pl.col("job_id") == job_id
@@ -219,6 +221,13 @@ def diagnose(
         "nodes": list(job.get("nodes") or []),
     }
     return Diagnosis(verdict, evidence, job_info, next_steps(verdict), notes)
+
+
+def _nothing_readable(results: list) -> str:
+    lines = sum(r.lines_read for r in results)
+    if not lines:
+        return "empty: no line to diagnose"
+    return f"no readable line to diagnose ({lines} line(s), all binary, invalid UTF-8 or longer than 1 MiB)"
 
 
 def _deciding_lines(events: pl.DataFrame, ids: list[str], rs: RuleSet) -> list[dict]:

@@ -123,13 +123,25 @@ def test_unreadable_input_is_one_line_and_exit_2(tmp_path):
     assert res.exit_code == 2 and "no job rows" in res.stderr
 
 
-def test_odd_input_still_gets_a_verdict(tmp_path):
+def test_input_with_no_readable_line_is_one_clear_error(tmp_path):
     (tmp_path / "empty.log").write_bytes(b"")
     (tmp_path / "binary.log").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "huge.log").write_bytes(b"x" * (10 << 20) + b"\n")
+    for name, msg in [
+        ("empty.log", "empty.log: empty: no line to diagnose"),
+        ("binary.log", "binary.log: no readable line to diagnose (65 line(s), all binary"),
+        ("huge.log", "huge.log: no readable line to diagnose (1 line(s), all binary"),
+    ]:
+        res = run(str(tmp_path / name))
+        assert res.exit_code == 2 and res.stdout == "", name
+        assert res.stderr.count("\n") == 1 and msg in res.stderr and "Traceback" not in res.stderr
+    # one readable input is enough: the others are named in the notes
+    d = as_json(str(tmp_path / "binary.log"), str(KOHYA))
+    assert d["root_cause"] == "gpu_memory" and any("binary.log: 65 line(s) could not be read" in n for n in d["notes"])
+
+
+def test_odd_input_still_gets_a_verdict(tmp_path):
     (tmp_path / "long.log").write_bytes(b"x" * (10 << 20) + b"\n" + KOHYA.read_bytes())
-    assert as_json(str(tmp_path / "empty.log"))["root_cause"] == "unknown"
-    d = as_json(str(tmp_path / "binary.log"))
-    assert d["root_cause"] == "unknown" and any("could not be read" in n for n in d["notes"])
     d = as_json(str(tmp_path / "long.log"))
     assert d["root_cause"] == "gpu_memory" and d["evidence"][0]["line_no"] == 4
     assert any("1 line(s) could not be read" in n for n in d["notes"])
