@@ -179,21 +179,18 @@ def clock_offsets(keyed: pl.DataFrame, cfg: AnalyticsConfig = DEFAULT) -> pl.Dat
     )
     if ev.height < cfg.rack_incident_min_nodes:
         return pl.DataFrame(schema=schema)
+    # partners lie within clock_offset_max_s: each incident meets only those of its own and the
+    # two neighbouring windows of that length, not every rack-mate's incident of the whole history
+    width = int(cfg.clock_offset_max_s * 1e6)
+    ev = ev.with_columns(_b=pl.col("first_ts").dt.epoch("us") // max(width, 1))
+    other = ev.select("provider", "cluster", "_domain_key", "category", "_b", _other="node", _to="first_ts")
+    keys = ["provider", "cluster", "_domain_key", "category", "_b"]
+    near = pl.concat([other.with_columns(_b=pl.col("_b") + k) for k in (-1, 0, 1)])
     pairs = (
-        ev.join(
-            ev.select(
-                "provider",
-                "cluster",
-                "_domain_key",
-                "category",
-                pl.col("node").alias("_other"),
-                pl.col("first_ts").alias("_to"),
-            ),
-            on=["provider", "cluster", "_domain_key", "category"],
-        )
+        ev.join(near, on=keys)
         .filter(
             (pl.col("node") != pl.col("_other"))
-            & ((pl.col("_to") - pl.col("first_ts")).dt.total_microseconds().abs() <= int(cfg.clock_offset_max_s * 1e6))
+            & ((pl.col("_to") - pl.col("first_ts")).dt.total_microseconds().abs() <= width)
         )
         .select("provider", "cluster", "node", "_i", _d=(pl.col("_to") - pl.col("first_ts")).dt.total_microseconds())
     )
