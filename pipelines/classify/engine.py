@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .ruleset import GROUP_NAMES, RuleSet
+from .ruleset import GROUP_NAMES, SUBJECT_GROUP, RuleSet
 
 INT_GROUPS = {"xid", "sxid", "caused_by_xid", "rank", "cuda_dev"}
 # How specific a category is as evidence, lower wins inside a joined multi-line event.
@@ -169,17 +169,27 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     else:
         cand = cand.with_columns(rule_idx=pl.lit(None, pl.Int32))
     group_schema = {g: pl.String for g in GROUP_NAMES}
+    placed_cols = ("_pcat", "_pfam", "_pact")
     parts = []
     for (idx,), part in cand.partition_by("rule_idx", as_dict=True, maintain_order=True).items():
         cols = {}
-        if idx is not None and rules[idx].groups:
+        placed = idx is not None and rules[idx].placed
+        if idx is not None and (rules[idx].groups or placed):
             ext = part["msg"].str.extract_groups(rules[idx].pattern).struct.unnest()
             cols = {g: ext[g] for g in rules[idx].groups}
         part = part.with_columns(
             [(pl.Series(g, cols[g]) if g in cols else pl.lit(None, pl.String).alias(g)) for g in group_schema]
         )
+        if placed:
+            part = part.with_columns(_place(pl.lit(ext[SUBJECT_GROUP]), rs))
+        else:
+            part = part.with_columns([pl.lit(None, pl.String).alias(c) for c in placed_cols])
         parts.append(part)
-    cand = pl.concat(parts) if parts else cand.with_columns([pl.lit(None, pl.String).alias(g) for g in group_schema])
+    cand = (
+        pl.concat(parts)
+        if parts
+        else cand.with_columns([pl.lit(None, pl.String).alias(g) for g in (*group_schema, *placed_cols)])
+    )
     cand = cand.with_columns([pl.col(g).cast(pl.Int32, strict=False) for g in INT_GROUPS])
     cand = cand.with_columns(gpu_pci=normalize_pci(pl.col("gpu_pci")))
 
@@ -208,6 +218,12 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         cand.join(meta, on="rule_idx", how="left")
         .join(cat, on="xid", how="left")
         .join(cause, on="caused_by_xid", how="left")
+        .with_columns(
+            _rcat=pl.coalesce("_pcat", "_rcat"),
+            family=pl.coalesce("_pfam", "family"),
+            _ract=pl.coalesce("_pact", "_ract"),
+        )
+        .drop(placed_cols)
     )
 
     from_xid = pl.col("_rcat") == "from_xid"
@@ -262,6 +278,18 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         action=action,
         rule_id=pl.when(matched).then(pl.col("rule_id")).when(is_err).then(pl.lit("error_words")),
     ).drop("msg", "_rcat", "_rsev", "_ract", "_xcat", "_xsev", "_xact", "_ccat")
+
+
+def _place(subj: pl.Expr, rs: RuleSet) -> list[pl.Expr]:
+    """Category, family and action of the first subsystem whose pattern the subject contains
+    (null where none does: the rule's own stand)."""
+    out = []
+    for col, attr in (("_pcat", "category"), ("_pfam", "family"), ("_pact", "action")):
+        expr = pl.lit(None, pl.String)
+        for e in reversed(rs.subsystems):
+            expr = pl.when(subj.str.contains(e.pattern)).then(pl.lit(getattr(e, attr), pl.String)).otherwise(expr)
+        out.append(expr.alias(col))
+    return out
 
 
 def evidence_rank(category: pl.Expr, rule_idx: pl.Expr) -> pl.Expr:

@@ -33,6 +33,9 @@ JOB_FAMILIES = ("nccl", "pytorch", "cuda", "slurm")  # rule families of job outp
 #: and the named groups only such rules may capture (kept in the lake's job_markers table)
 MARKERS = ("checkpoint_save", "checkpoint_load", "progress")
 MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s")
+#: the group a placed rule (``placed: true``) captures: what its line names (task, path, module),
+#: which models/subsystems.yaml turns into a category
+SUBJECT_GROUP = "subject"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,18 @@ class Rule:
     groups: tuple[str, ...]  # named groups of GROUP_NAMES
     marker: str | None = None  # one of MARKERS: the line is training progress or a checkpoint
     marker_groups: tuple[str, ...] = ()  # named groups of MARKER_GROUPS
+    placed: bool = False  # the subject group's subsystem (``RuleSet.subsystems``) decides the category
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """One entry of models/subsystems.yaml: a subject containing ``pattern`` belongs here."""
+
+    name: str
+    pattern: str
+    category: str
+    family: str
+    action: str | None  # None: the rule's own
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,7 @@ class RuleSet:
     error_words: tuple[str, ...]  # case-sensitive literal variants
     benign_despite: tuple[str, ...]
     version: str  # content hash of all rule data
+    subsystems: tuple[Subsystem, ...] = ()  # in order: where a placed rule's subject belongs
 
     @cached_property
     def prefilter_literals(self) -> tuple[str, ...]:
@@ -160,10 +176,13 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
         for r in f.get("rules", []):
             named = tuple(re.findall(r"\(\?P<(\w+)>", r["pattern"]))
             marker = r.get("marker")
-            allowed = GROUP_NAMES + (MARKER_GROUPS if marker else ())
+            placed = bool(r.get("placed", False))
+            allowed = GROUP_NAMES + (MARKER_GROUPS if marker else ()) + ((SUBJECT_GROUP,) if placed else ())
             bad = [g for g in named if g not in allowed]
             if bad:
                 raise ValueError(f"rule {r['id']}: unknown named groups {bad}")
+            if placed and SUBJECT_GROUP not in named:
+                raise ValueError(f"rule {r['id']}: a placed rule captures (?P<{SUBJECT_GROUP}>...)")
             cat = r["category"]
             if cat not in taxonomy.domains and cat not in SPECIAL_CATEGORIES:
                 raise ValueError(f"rule {r['id']}: unknown category {cat!r}")
@@ -185,12 +204,21 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                     groups=tuple(g for g in named if g in GROUP_NAMES),
                     marker=marker,
                     marker_groups=tuple(g for g in named if g in MARKER_GROUPS),
+                    placed=placed,
                 )
             )
     cat_bytes = _read("xid_catalog.csv")
     words = _yaml(_read("error_words.yaml"))
-    for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml")):
+    subs_bytes = _read("subsystems.yaml")
+    for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml"), subs_bytes):
         digest.update(blob)
+    subsystems = tuple(
+        Subsystem(e["name"], e["pattern"], e["category"], e["family"], e.get("action"))
+        for e in _yaml(subs_bytes)["subsystems"]
+    )
+    for e in subsystems:
+        if e.category not in taxonomy.domains or e.action not in (None, *taxonomy.actions):
+            raise ValueError(f"subsystems.yaml: {e.name}: unknown category or action")
     catalog = pl.read_csv(io.BytesIO(cat_bytes), schema_overrides={"xid": pl.Int32})
     error_words = tuple(v for w in words.get("words", []) for v in _variants(w))
     return RuleSet(
@@ -200,4 +228,5 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
         error_words,
         tuple(words.get("benign_despite", []) or ()),
         digest.hexdigest()[:12],
+        subsystems,
     )

@@ -34,6 +34,7 @@ GROUP_NAMES = {
 MARKER_GROUPS = {"step", "path", "tokens_per_s", "samples_per_s"}  # progress.yaml rules only
 MARKERS = {"checkpoint_save", "checkpoint_load", "progress"}
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
+SUBJECT = "subject"  # the group a placed rule captures, looked up in models/subsystems.yaml
 RULE_KEYS = {
     "id",
     "keywords",
@@ -48,6 +49,7 @@ RULE_KEYS = {
     "examples",
     "family",
     "marker",
+    "placed",
 }
 FAMILIES = {
     "nvrm",
@@ -147,6 +149,16 @@ def error_words() -> dict:
     return yaml.safe_load((MODELS / "error_words.yaml").read_text())
 
 
+@lru_cache(maxsize=1)
+def subsystems() -> list[dict]:
+    return yaml.safe_load((MODELS / "subsystems.yaml").read_text())["subsystems"]
+
+
+def placement(subject: str) -> dict | None:
+    """The first subsystem entry whose pattern the subject contains, else None."""
+    return next((e for e in subsystems() if pl.Series([subject]).str.contains(e["pattern"]).item()), None)
+
+
 def _variants(word: str) -> set[str]:
     return {word.lower(), word[:1].upper() + word[1:].lower(), word.upper()}
 
@@ -224,8 +236,10 @@ def test_pattern_compiles_with_allowed_named_groups(rule_id):
     r = RULE_BY_ID[rule_id]
     pl.Series([""]).str.contains(r["pattern"])  # raises on syntax polars (Rust regex) rejects
     fields = pl.Series(r["examples"]).str.extract_groups(r["pattern"]).struct.fields
-    allowed = GROUP_NAMES | (MARKER_GROUPS if "marker" in r else set())
+    allowed = GROUP_NAMES | (MARKER_GROUPS if "marker" in r else set()) | ({SUBJECT} if r.get("placed") else set())
     assert set(fields) <= allowed, f"unnamed or unknown groups: {set(fields) - allowed}"
+    if r.get("placed"):
+        assert SUBJECT in fields and r["category"] in CATEGORIES
     if "marker" in r:
         assert r["marker"] in MARKERS and r["category"] == "benign" and not r.get("keep")
     if r["category"] == "from_xid":
@@ -466,6 +480,8 @@ def resolve(line: str) -> dict:
         out["severity"], out["action"] = r.get("severity") or sev, r.get("action") or act
     elif r["category"] == "from_sxid":
         out["category"] = "nvlink"
+    elif r.get("placed") and (sub := placement(groups_of(r["pattern"], msg)[SUBJECT])):
+        out.update(category=sub["category"], family=sub["family"], action=sub.get("action", out["action"]))
     return out
 
 
@@ -492,7 +508,9 @@ def test_case_resolves_as_stated(case):
     assert exp["category"] in CATEGORIES
     if "rule_id" in exp:
         assert exp["rule_id"] in RULE_BY_ID
-        assert RULE_BY_ID[exp["rule_id"]]["family"] == exp.get("family")
+        r = RULE_BY_ID[exp["rule_id"]]
+        placed = {e["family"] for e in subsystems()} if r.get("placed") else set()
+        assert exp.get("family") in {r["family"]} | placed
     got = resolve(case["line"])
     assert got["rule_id"] == exp.get("rule_id"), got["_msg"]
     if got["rule_id"]:
