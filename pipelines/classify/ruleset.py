@@ -29,10 +29,11 @@ GROUP_NAMES = (
 )
 SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
 JOB_FAMILIES = ("nccl", "pytorch", "cuda", "slurm")  # rule families of job output
-#: what a progress/checkpoint rule (``marker: ...``, models/rules/progress.yaml) says a line is,
-#: and the named groups only such rules may capture (kept in the lake's job_markers table)
-MARKERS = ("checkpoint_save", "checkpoint_load", "progress")
-MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s")
+#: what a marker rule (``marker: ...``, models/rules/progress.yaml, ranks.yaml) says a line is,
+#: and the named groups only such rules may capture (kept in the lake's job_markers table);
+#: ``rank``: an NCCL line that ties its process (host, pid) to its rank
+MARKERS = ("checkpoint_save", "checkpoint_load", "progress", "rank")
+MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s", "host", "pid", "rank", "nranks", "cuda_dev")
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                     keep=bool(r.get("keep", False)),
                     groups=tuple(g for g in named if g in GROUP_NAMES),
                     marker=marker,
-                    marker_groups=tuple(g for g in named if g in MARKER_GROUPS),
+                    marker_groups=tuple(g for g in named if g in MARKER_GROUPS) if marker else (),
                 )
             )
     cat_bytes = _read("xid_catalog.csv")

@@ -50,6 +50,11 @@ def marker_rows(lines: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         idx = pl.Series(range(c.height)).filter(miss)
         fields = fields.with_row_index("_i").update(again.with_columns(_i=idx.cast(pl.UInt32)), on="_i").drop("_i")
     out = pl.concat([c.select("_file", "line_no", "ts", "ts_source"), fields], how="horizontal")
-    return out.filter(pl.col("marker").is_not_null()).select(
+    out = out.filter(pl.col("marker").is_not_null())
+    # a rank line repeats its claim once per channel: the first line of each claim stays
+    rank = pl.col("marker") == "rank"
+    claim = ["_file", "marker_rule", "host", "pid", "rank", "nranks", "cuda_dev"]
+    out = pl.concat([out.filter(~rank), out.filter(rank).unique(claim, keep="first", maintain_order=True)])
+    return out.sort("_file", "line_no").select(
         pl.col("_file").cast(pl.Int32), *[pl.col(k).cast(t) for k, t in ROW_COLUMNS.items()]
     )
