@@ -589,10 +589,12 @@ def _decide(
         .otherwise(0.3)
     )
     specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill"])
+    # a scheduler's notice, or an error no rule can place, still says where it was printed
+    located = (chosen == "sched") | ((chosen == "unknown") & ~by_state)
     culprit_rank = (
         pl.when(desync & pl.col("_hang_rank").is_not_null())
         .then(pl.col("_hang_rank"))
-        .when(specific | (chosen == "sched"))
+        .when(specific | located)
         .then(pl.coalesce(pl.col("rank"), pl.col("_proc_rank"), pl.col("_same_rank")))
         .when(chosen == "ct")
         .then(pl.col("_hang_rank"))
@@ -607,7 +609,7 @@ def _decide(
         .then(pl.coalesce("_hang_node", rank_node))
         .when(chosen == "peer")
         .then(pl.col("_peer_host"))
-        .when(chosen == "sched")
+        .when(located)
         .then(pl.col("node"))
     )
     suffix = (

@@ -96,6 +96,8 @@ JOBS = {  # job id -> (nodes, job output)
     "18": ("n1", case("knet-30-slurm-cgroup-oom")),
     # Ray's worker that vanished without a word, and nothing else: the host, as a SIGKILL
     "19": ("n1", case("ray-47461-release-test-4gpu-worker-died-oom")),
+    # an error no rule can place (ncclUnhandledCudaError) still says which node printed it
+    "20": ("n1", case("nccl-1029-pdsh-worker-cuda-init-error")),
 }
 
 
@@ -201,6 +203,10 @@ def test_the_deciding_lines_process_is_the_rank_the_output_gives_it(failures):
     assert verdict(failures["16"]) == ("host", "job:nccl_shm_segment_failed", "gpu2-ru7", None)
     assert verdict(failures["17"]) == ("network", "job:nccl_net_ib_completion_error", "PHLRR4036", None)
     assert verdict(failures["18"]) == ("user_app", "job:slurmstepd_oom_kill", "gpu20-15", 0)
+
+
+def test_an_unknown_error_names_the_node_that_printed_it(failures):
+    assert verdict(failures["20"]) == ("unknown", "job:nccl_unhandled_cuda_error", "rdma-test-gpu-worker-1", None)
 
 
 def test_a_ray_worker_that_vanished_without_a_word_is_the_host(failures):
