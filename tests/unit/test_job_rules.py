@@ -238,6 +238,12 @@ LINES = [
         "user_app",
     ),
     ("srun: error: nid001277: tasks 1-3: Out Of Memory", "srun_tasks_out_of_memory", "user_app"),
+    ("srun: error: gpu20-15: task 0: Out Of Memory", "srun_task_out_of_memory", "user_app"),
+    (
+        "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
+        "nccltests_table_header",
+        "benign",
+    ),
     ("salloc: error: Node failure on worker-1", "srun_node_failure", "scheduler"),
     ("srun: Force Terminated job 32233190", "srun_step_terminating", "scheduler"),
     (
