@@ -172,7 +172,8 @@ LAKE_TABLES = (
     ),
     _lake(
         "job_markers",
-        "training-progress or checkpoint line of a job's output (models/rules/progress.yaml; the line stays benign)",
+        "training-progress, checkpoint or rank line of a job's output (models/rules/progress.yaml, nccl.yaml; "
+        "the line stays benign)",
         "raw",
         ("source", "line_no"),
         _cols(
@@ -181,12 +182,17 @@ LAKE_TABLES = (
             ("line_no", I64, "the line (1-based)"),
             ("ts", UTC_TS, "when it was printed: its stamp, else the stamp of the line before it"),
             ("ts_source", S, "how ts was derived (docs/classify.md), or in_message: a stamp inside the message"),
-            ("marker", S, "checkpoint_save, checkpoint_load or progress"),
+            ("marker", S, "checkpoint_save, checkpoint_load, progress, or rank (the line ties its process to a rank)"),
             ("marker_rule", S, "the rule that matched"),
             ("step", I64, "training step or iteration the line states"),
             ("path", S, "checkpoint path the line states"),
             ("tokens_per_s", F64, "throughput the line states, tokens (or words) per second"),
             ("samples_per_s", F64, "throughput the line states, samples per second"),
+            ("host", S, "rank lines: the host of the process (NCCL's HOST:PID:TID header)"),
+            ("pid", I64, "rank lines: the process id"),
+            ("rank", I64, "rank lines: the process's rank"),
+            ("nranks", I64, "rank lines: the size of the communicator the rank is of (init lines)"),
+            ("cuda_dev", I64, "rank lines: the CUDA device index of the process (init lines)"),
         ),
     ),
     _lake("ingest_audit", "landing file read", "raw", ("source",), _AUDIT),

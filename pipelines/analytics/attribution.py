@@ -55,7 +55,8 @@ WORKER_RE = (
     r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\)? (?:is killed by signal|exited unexpectedly)|"
     r"process \d+ terminated with (?:signal|exit code)|ChildFailedError|exitcode\s*:\s*-\d+|"
     r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)|"
-    r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal"
+    r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal|"
+    r"Worker unexpectedly exits with a connection error code"
 )
 EXHAUSTION_RE = (
     r"Out of memory: Kill|Memory cgroup out of memory|oom[-_]kill|Out Of Memory|"
@@ -69,10 +70,16 @@ WRITE_FAILED_RE = (
     r"No space left on device|Errno 28|ENOSPC|Input/output error|\[Errno 5\]|Stale file handle|ESTALE|"
     r"Disk quota exceeded|Read-only file system|file write failed|failed writing file"
 )
-# a worker killed by SIGKILL: with no scheduler notice and no other error, the host's OOM killer
-SIGKILL_RE = r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b"
+# a worker killed by SIGKILL: with no scheduler notice and no other error, the host's OOM killer;
+# Ray's worker that vanished without a word names that first of its causes
+SIGKILL_RE = (
+    r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b|"
+    r"Worker unexpectedly exits with a connection error code \d+\. End of file\."
+)
 RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
+# NCCL's line header "HOST:PID:TID [CUDADEV]" (behind any launcher label): the process a line is of
+NCCL_PROC_RE = r"([\w.-]+):(\d+):\d+ \[(\d+)\] (?:\S+ )?\**NCCL (?:INFO|WARN)"
 SEQ_RE = r"SeqNum=(\d+)"
 
 JOB_FAILURE_COLUMNS = [
@@ -125,8 +132,10 @@ def attribute_failures(
     domains: dict[str, str],
     cfg: AnalyticsConfig = DEFAULT,
     rs: RuleSet | None = None,
+    markers: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per failed job (see ``JOB_FAILURE_COLUMNS``; docs/tables.md, ``job_failures``)."""
+    """One row per failed job (see ``JOB_FAILURE_COLUMNS``; docs/tables.md, ``job_failures``);
+    ``markers`` (job_markers) holds the rank lines that tie a process to its rank."""
     failed = jobs.filter(~pl.col("state").is_in(NOT_FAILED) & pl.col("end").is_not_null())
     if failed.is_empty():
         return pl.DataFrame(schema=_schema())
@@ -136,7 +145,7 @@ def attribute_failures(
     )
     rs = rs or load_ruleset()
     ev = _roles(_reraised(_evidence(failed, events, cfg), domains, rs))
-    decided = _decide(failed, ev, flight, domains, cfg, rs)
+    decided = _decide(failed, ev, flight, domains, cfg, rs, _process_ranks(ev, markers))
     hours = (pl.col("end") - pl.col("start")).dt.total_seconds() / 3600.0
     out = failed.join(decided, on=JOB_KEY, how="left").with_columns(
         started=pl.col("start"),
@@ -332,6 +341,57 @@ def _first(name: str, cond: pl.Expr) -> list[pl.Expr]:
     return [pl.col(c).filter(cond).first().alias(f"{name}_{c}") for c in _PICK]
 
 
+def _process_ranks(ev: pl.DataFrame, markers: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What the job's output says of each process's rank: per (job, host, pid), the rank of its
+    largest communicator's init line, else the one rank its other lines claim (a ring it set
+    up, its proxy, a rank label on its NCCL line); per (job, host), ``rank - cudaDev`` where
+    every init line of the host's largest communicator, of two processes or more, agrees."""
+    proc = pl.col("raw").str.extract_groups(NCCL_PROC_RE)
+    own = (
+        ev.filter((pl.col("origin") == "job") & pl.col("rank").is_not_null())
+        .with_columns(_p=proc)
+        .select(
+            *JOB_KEY,
+            host=pl.col("_p").struct.field("1"),
+            pid=pl.col("_p").struct.field("2").cast(pl.Int64, strict=False),
+            rank=pl.col("rank").cast(pl.Int64),
+            nranks=pl.lit(None, pl.Int64),
+            cuda_dev=pl.lit(None, pl.Int64),
+        )
+        .drop_nulls(["host", "pid"])
+    )
+    claims = [own]
+    if markers is not None and markers.height and "host" in markers.columns:
+        claims.append(
+            markers.filter(pl.col("marker") == "rank").select(
+                *JOB_KEY,
+                "host",
+                *[pl.col(c).cast(pl.Int64) for c in ("pid", "rank", "nranks", "cuda_dev")],
+            )
+        )
+    c = pl.concat(claims, how="vertical_relaxed").drop_nulls(["host", "pid", "rank"])
+    init = c.filter(pl.col("nranks").is_not_null())
+    top = init.filter(pl.col("nranks") == pl.col("nranks").max().over(*JOB_KEY, "host", "pid"))
+    one = lambda col: pl.when(pl.col(col).n_unique() == 1).then(pl.col(col).first())  # noqa: E731
+    by_init = top.group_by(*JOB_KEY, "host", "pid").agg(_init=one("rank"))
+    by_other = c.filter(pl.col("nranks").is_null()).group_by(*JOB_KEY, "host", "pid").agg(_other=one("rank"))
+    per_proc = (
+        by_init.join(by_other, on=[*JOB_KEY, "host", "pid"], how="full", coalesce=True)
+        .select(*JOB_KEY, "host", "pid", _proc_rank=pl.coalesce("_init", "_other"))
+        .drop_nulls("_proc_rank")
+    )
+    host_top = init.drop_nulls("cuda_dev").filter(pl.col("nranks") == pl.col("nranks").max().over(*JOB_KEY, "host"))
+    per_host = (
+        host_top.with_columns(_off=pl.col("rank") - pl.col("cuda_dev"))
+        .group_by(*JOB_KEY, "host")
+        .agg(_off=one("_off"), _pids=pl.col("pid").n_unique())
+        .filter(pl.col("_pids") >= 2)
+        .drop_nulls("_off")
+        .select(*JOB_KEY, "host", "_off")
+    )
+    return per_proc, per_host
+
+
 def _decide(
     failed: pl.DataFrame,
     ev: pl.DataFrame,
@@ -339,6 +399,7 @@ def _decide(
     domains: dict[str, str],
     cfg: AnalyticsConfig,
     rs: RuleSet,
+    ranks: tuple[pl.DataFrame, pl.DataFrame],
 ) -> pl.DataFrame:
     """Each job's deciding event (the first of its kind in causal order, then the readings of
     the cascade), and from it the root cause, culprit, confidence, action and evidence."""
@@ -453,6 +514,20 @@ def _decide(
         pl.col("repeats").fill_null(1).sum().alias("_n_timeouts"),
         pl.col("rank").drop_nulls().unique().alias("_timeout_ranks"),
     )
+    # the process whose line decided (NCCL's header), and its rank as the job's output says it
+    per_proc, per_host = ranks
+    proc = pl.coalesce("line", "raw").str.extract_groups(NCCL_PROC_RE)
+    best = (
+        best.with_columns(
+            host=proc.struct.field("1"),
+            pid=proc.struct.field("2").cast(pl.Int64, strict=False),
+            _dev=proc.struct.field("3").cast(pl.Int64, strict=False),
+        )
+        .join(per_proc, on=[*JOB_KEY, "host", "pid"], how="left")
+        .join(per_host, on=[*JOB_KEY, "host"], how="left")
+        .with_columns(_proc_rank=pl.coalesce("_proc_rank", pl.col("_off") + pl.col("_dev")))
+        .drop("host", "pid", "_dev", "_off")
+    )
     d = (
         failed.select(*JOB_KEY, "state", "nodes", "n_gpus", "end")
         .join(best, on=JOB_KEY, how="left")
@@ -514,11 +589,13 @@ def _decide(
         .otherwise(0.3)
     )
     specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill"])
+    # a scheduler's notice, or an error no rule can place, still says where it was printed
+    located = (chosen == "sched") | ((chosen == "unknown") & ~by_state)
     culprit_rank = (
         pl.when(desync & pl.col("_hang_rank").is_not_null())
         .then(pl.col("_hang_rank"))
-        .when(specific | (chosen == "sched"))
-        .then(pl.coalesce(pl.col("rank"), pl.col("_same_rank")))
+        .when(specific | located)
+        .then(pl.coalesce(pl.col("rank"), pl.col("_proc_rank"), pl.col("_same_rank")))
         .when(chosen == "ct")
         .then(pl.col("_hang_rank"))
     )
@@ -532,7 +609,7 @@ def _decide(
         .then(pl.coalesce("_hang_node", rank_node))
         .when(chosen == "peer")
         .then(pl.col("_peer_host"))
-        .when(chosen == "sched")
+        .when(located)
         .then(pl.col("node"))
     )
     suffix = (

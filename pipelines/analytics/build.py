@@ -61,7 +61,7 @@ def compute(
     events = apply_model(events)  # the model may name only what the rules call unknown
     inv = latest_inventory(inventory)
     incidents = build_incidents(events, inv, cfg)
-    failures = attribute_failures(jobs, events, flight, domains, cfg)
+    failures = attribute_failures(jobs, events, flight, domains, cfg, markers=markers)
     # known issues first: their verdicts count in every rate, lemon test, scoreboard and cost below
     as_of = days["date"].max() if days.height else None
     ki = apply_known_issues(known, incidents, failures, events, inv, domains, as_of)

@@ -209,8 +209,22 @@ def diagnose(
         job["state"] = "FAILED"
     jobs = _jobs_frame(job)
 
+    # the job output's rank lines (job_markers rows), as the nightly run reads them from the lake
+    marks = [
+        r.markers.with_columns(provider=pl.lit(PROVIDER), cluster=pl.lit(CLUSTER), job_id=pl.lit(job_id))
+        for (_p, c), r in zip(items, results)
+        if c.kind == "job" and r.markers is not None and r.markers.height
+    ]
     events = apply_model(events)
-    rows = attribute_failures(jobs, events, None, rs.taxonomy.domains, cfg, rs)
+    rows = attribute_failures(
+        jobs,
+        events,
+        None,
+        rs.taxonomy.domains,
+        cfg,
+        rs,
+        markers=pl.concat(marks, how="vertical_relaxed") if marks else None,
+    )
     verdict = rows.row(0, named=True)
     evidence = _deciding_lines(events, verdict["evidence_events"] or [], rs)
     job_info = {

@@ -52,6 +52,7 @@ def job_progress(markers: pl.DataFrame) -> pl.DataFrame:
     save and first load, its saves (``SAVE_GAP_S`` apart) and their median interval."""
     m = pl.col("marker")
     ts = pl.col("ts")
+    markers = markers.filter(m.is_in(["progress", "checkpoint_save", "checkpoint_load"]))  # not rank lines
     per = (
         markers.sort("line_no")
         .group_by(KEY)

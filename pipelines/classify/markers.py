@@ -17,6 +17,11 @@ MARKER_COLUMNS = {
     "path": pl.String,
     "tokens_per_s": pl.Float64,
     "samples_per_s": pl.Float64,
+    "host": pl.String,
+    "pid": pl.Int64,
+    "rank": pl.Int64,
+    "nranks": pl.Int64,
+    "cuda_dev": pl.Int64,
 }
 # a wall-clock stamp anywhere in the message (stacks print their own: NeMo, torchtitan,
 # DeepSpeed, HF Trainer), read as UTC like the prefix stamps
@@ -65,6 +70,8 @@ def marker_fields(msgs: pl.Series, rs: RuleSet) -> pl.DataFrame:
         path=pl.col("path").cast(pl.String),
         tokens_per_s=number("tokens_per_s"),
         samples_per_s=number("samples_per_s"),
+        host=pl.col("host").cast(pl.String),
+        **{c: pl.col(c).cast(pl.Int64, strict=False) for c in ("pid", "rank", "nranks", "cuda_dev")},
     )
     return out.join(hits, on="_row", how="left", maintain_order="left").drop("_row")
 

@@ -29,10 +29,11 @@ GROUP_NAMES = (
 )
 SPECIAL_CATEGORIES = ("from_xid", "from_sxid")
 JOB_FAMILIES = ("nccl", "pytorch", "cuda", "slurm")  # rule families of job output
-#: what a progress/checkpoint rule (``marker: ...``, models/rules/progress.yaml) says a line is,
-#: and the named groups only such rules may capture (kept in the lake's job_markers table)
-MARKERS = ("checkpoint_save", "checkpoint_load", "progress")
-MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s")
+#: what a marker rule (``marker: ...``: models/rules/progress.yaml, and nccl.yaml's rank lines)
+#: says a line is, and the named groups only such rules may capture (kept in the lake's
+#: job_markers table); ``rank``: an NCCL line that ties its process (host, pid) to its rank
+MARKERS = ("checkpoint_save", "checkpoint_load", "progress", "rank")
+MARKER_GROUPS = ("step", "path", "tokens_per_s", "samples_per_s", "host", "pid", "rank", "nranks", "cuda_dev")
 #: the group a placed rule (``placed: true``) captures: what its line names (task, path, module),
 #: which models/subsystems.yaml turns into a category
 SUBJECT_GROUP = "subject"
@@ -203,7 +204,7 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
                     keep=bool(r.get("keep", False)),
                     groups=tuple(g for g in named if g in GROUP_NAMES),
                     marker=marker,
-                    marker_groups=tuple(g for g in named if g in MARKER_GROUPS),
+                    marker_groups=tuple(g for g in named if g in MARKER_GROUPS) if marker else (),
                     placed=placed,
                 )
             )

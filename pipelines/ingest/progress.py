@@ -9,6 +9,8 @@ from ..classify.markers import MARKER_COLUMNS, marker_fields, stamp_in_message
 from ..classify.ruleset import RuleSet
 from .prefix import derive_timestamps, split_prefix
 
+#: the channel's number of NCCL's ring and channel lines (rank lines of models/rules/nccl.yaml)
+CHANNEL_RE = r"NCCL INFO (?:Ring|Channel) \d+(?:/\d+)? :"
 #: what ``marker_rows`` returns per marker line (besides the caller's ``_file``)
 ROW_COLUMNS = {
     "line_no": pl.Int64,
@@ -24,9 +26,14 @@ def marker_rows(lines: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     the file (``inherited``). Launcher labels and job loggers' prefixes are read as the events' are."""
     if lines.is_empty():
         return pl.DataFrame(schema={"_file": pl.Int32, **ROW_COLUMNS})
+    # NCCL prints a ring or channel line per channel: those differing only in the channel's
+    # number make one rank claim, so only the first of them is read
+    chan = pl.col("raw").str.replace(CHANNEL_RE, "NCCL INFO :")
+    lines = lines.sort("_file", "line_no")
+    lines = lines.filter(~pl.col("raw").str.contains(CHANNEL_RE) | chan.is_first_distinct().over("_file"))
     # a zero-filled run (left by a crash) glued in front of a line does not hide its stamp
     raw = pl.col("raw").str.strip_chars_start("\x00")
-    c = lines.sort("_file", "line_no").with_columns(p=split_prefix(raw, job=True)).unnest("p")
+    c = lines.with_columns(p=split_prefix(raw, job=True)).unnest("p")
     c = derive_timestamps(c)
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     own = stamp_in_message(msg)
@@ -50,6 +57,11 @@ def marker_rows(lines: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         idx = pl.Series(range(c.height)).filter(miss)
         fields = fields.with_row_index("_i").update(again.with_columns(_i=idx.cast(pl.UInt32)), on="_i").drop("_i")
     out = pl.concat([c.select("_file", "line_no", "ts", "ts_source"), fields], how="horizontal")
-    return out.filter(pl.col("marker").is_not_null()).select(
+    out = out.filter(pl.col("marker").is_not_null())
+    # a rank line repeats its claim once per channel: the first line of each claim stays
+    rank = pl.col("marker") == "rank"
+    claim = ["_file", "marker_rule", "host", "pid", "rank", "nranks", "cuda_dev"]
+    out = pl.concat([out.filter(~rank), out.filter(rank).unique(claim, keep="first", maintain_order=True)])
+    return out.sort("_file", "line_no").select(
         pl.col("_file").cast(pl.Int32), *[pl.col(k).cast(t) for k, t in ROW_COLUMNS.items()]
     )

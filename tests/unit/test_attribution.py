@@ -84,6 +84,20 @@ JOBS = {  # job id -> (nodes, job output)
     # two jobs on one node killed by the same Xid 79
     "10": ("n9", lines("msswift-8371-device-assert-watchdog-rank11", 1)),
     "11": ("n9", ""),
+    # the deciding NCCL line's process (host:pid) is a rank by the job's own NCCL lines: its ring
+    # line, the host's init lines (rank - cudaDev agreeing on two processes), its proxy's
+    "13": ("n1", case("nccl-290-horovod-mpirun-shm-fallocate")),
+    "14": ("n1", case("ds-2931-inference-2node-ib-error12")),
+    "15": ("n1", case("nccltests-185-dgxh100-ibv-modify-qp-unreachable")),
+    # ... but not without them: the ring lines gone, or one init line only
+    "16": ("n1", lines("nccl-290-horovod-mpirun-shm-fallocate", 7, 8)),
+    "17": ("n1", lines("ds-2931-inference-2node-ib-error12", 1, *range(5, 17))),
+    # srun's "task 0" on the node the cgroup OOM names is rank 0
+    "18": ("n1", case("knet-30-slurm-cgroup-oom")),
+    # Ray's worker that vanished without a word, and nothing else: the host, as a SIGKILL
+    "19": ("n1", case("ray-47461-release-test-4gpu-worker-died-oom")),
+    # an error no rule can place (ncclUnhandledCudaError) still says which node printed it
+    "20": ("n1", case("nccl-1029-pdsh-worker-cuda-init-error")),
 }
 
 
@@ -112,7 +126,8 @@ def failures(tmp_path_factory) -> dict[str, dict]:
     pts = [ingest_partition(root, "acme", "c1", d) for d in (DAY, IB_DAY)]
     days = covered_days([("acme", "c1", dt.date.fromisoformat(d)) for d in (DAY, IB_DAY)])
     tables = [pl.concat([getattr(p, t) for p in pts]) for t in ("events", "jobs", "flight")]
-    t = compute(*tables, read_inventory(root), days)["job_failures"]
+    markers = pl.concat([p.markers for p in pts])
+    t = compute(*tables, read_inventory(root), days, markers=markers)["job_failures"]
     assert t.select("provider", "cluster", "job_id").n_unique() == t.height
     return {r["job_id"]: r for r in t.iter_rows(named=True)}
 
@@ -177,6 +192,27 @@ def test_a_fault_on_the_node_beats_the_hardware_error_the_job_printed_about_it(f
 def test_one_kernel_fault_decides_every_job_it_killed(failures):
     for job_id in ("10", "11"):
         assert verdict(failures[job_id])[:3] == ("gpu_bus_lost", "node:nvrm_xid", "n9")
+
+
+def test_the_deciding_lines_process_is_the_rank_the_output_gives_it(failures):
+    """NCCL's [cudaDev] is a device, not a rank: the rank comes from what the output says of
+    the same host and pid, and nothing else."""
+    assert verdict(failures["13"]) == ("host", "job:nccl_shm_segment_failed", "gpu2-ru7", 1)
+    assert verdict(failures["14"]) == ("network", "job:nccl_net_ib_completion_error", "PHLRR4036", 2)
+    assert verdict(failures["15"]) == ("network", "job:nccl_ibv_call_failed", "dgxh100-3", 1)
+    assert verdict(failures["16"]) == ("host", "job:nccl_shm_segment_failed", "gpu2-ru7", None)
+    assert verdict(failures["17"]) == ("network", "job:nccl_net_ib_completion_error", "PHLRR4036", None)
+    assert verdict(failures["18"]) == ("user_app", "job:slurmstepd_oom_kill", "gpu20-15", 0)
+
+
+def test_an_unknown_error_names_the_node_that_printed_it(failures):
+    assert verdict(failures["20"]) == ("unknown", "job:nccl_unhandled_cuda_error", "rdma-test-gpu-worker-1", None)
+
+
+def test_a_ray_worker_that_vanished_without_a_word_is_the_host(failures):
+    j = failures["19"]
+    assert verdict(j) == ("host", "job:ray_worker_died_at_address+sigkill", "10.0.7.57", 0)
+    assert j["confidence"] == 0.5
 
 
 def decide(rows: list[tuple[int, str, str, int | None]]) -> dict:

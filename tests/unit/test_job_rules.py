@@ -84,8 +84,8 @@ LINES = [
     ),
     (
         "ucpe-resource033018034100:6897:7102 [2] misc/nvmlwrap.cc:187 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
-        "nccl_warn",
-        "unknown",
+        "nccl_nvml_gpu_not_visible",
+        "user_app",
     ),
     (
         "A03-R28-I49-2-6000166: Test NCCL failure common.cu:497 'unhandled cuda error'",
@@ -237,7 +237,13 @@ LINES = [
         "slurmstepd_oom_kill",
         "user_app",
     ),
-    ("srun: error: nid001277: tasks 1-3: Out Of Memory", "srun_task_out_of_memory", "user_app"),
+    ("srun: error: nid001277: tasks 1-3: Out Of Memory", "srun_tasks_out_of_memory", "user_app"),
+    ("srun: error: gpu20-15: task 0: Out Of Memory", "srun_task_out_of_memory", "user_app"),
+    (
+        "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
+        "nccltests_table_header",
+        "benign",
+    ),
     ("salloc: error: Node failure on worker-1", "srun_node_failure", "scheduler"),
     ("srun: Force Terminated job 32233190", "srun_step_terminating", "scheduler"),
     (

@@ -201,3 +201,31 @@ def test_throughput_numbers_keep_their_digits(rs):
     assert (got[0]["step"], got[0]["tokens_per_s"]) == (22, 7094.0)
     assert got[1]["samples_per_s"] == 171.97903593624417 and not math.isnan(got[1]["samples_per_s"])
     assert got[2]["marker"] is None
+
+
+def test_rank_lines_tie_each_process_to_its_rank_once(rs, tmp_path):
+    """NCCL's ring and init lines (tests/fixtures/jobs/dev/nccl-290-..., ds-2931-...) give
+    host, pid and rank, one row per process and claim (nccl-290's last ring line repeats rank
+    3's), through both scanners; the lines stay benign."""
+    jobs = Path(__file__).resolve().parents[1] / "fixtures" / "jobs" / "dev"
+    ctx = SourceContext(source="jobs/1/out.log", kind="job", ref_date=dt.date(2020, 1, 1), job_id="1")
+    cols = ("line_no", "marker_rule", "host", "pid", "rank", "nranks", "cuda_dev")
+    want = {
+        "nccl-290-horovod-mpirun-shm-fallocate": [
+            (1, "rank_nccl_channel_send", "gpu2-ru7", 2144, 2, None, None),
+            (2, "rank_nccl_channel_send", "gpu2-ru7", 2143, 1, None, None),
+            (3, "rank_nccl_channel_send", "gpu2-ru7", 2145, 3, None, None),
+            (4, "rank_nccl_channel_send", "gpu2-ru7", 2142, 0, None, None),
+        ],
+        "ds-2931-inference-2node-ib-error12": [
+            (1, "rank_nccl_comm_init", "PHLRR4036", 24142, 3, 16, 3),
+            (2, "rank_nccl_comm_init", "PHLRR4036", 24148, 6, 16, 6),
+            (3, "rank_nccl_comm_init", "PHLRR4036", 24139, 0, 16, 0),
+        ],
+    }
+    for name, rows in want.items():
+        data = (jobs / name / "output.log").read_bytes()
+        (tmp_path / "out.log").write_bytes(data)
+        for res in (parse_stream(io.BytesIO(data), ctx, rs), parse_files([(tmp_path / "out.log", ctx)], rs)[0]):
+            assert res.markers.select(cols).rows() == rows
+            assert not set(res.events["line_no"]) & {r[0] for r in rows}

@@ -31,8 +31,9 @@ GROUP_NAMES = {
     "cuda_dev",
     "recovery_action",
 }
-MARKER_GROUPS = {"step", "path", "tokens_per_s", "samples_per_s"}  # progress.yaml rules only
-MARKERS = {"checkpoint_save", "checkpoint_load", "progress"}
+# marker rules only (progress.yaml; nccl.yaml's rank lines)
+MARKER_GROUPS = {"step", "path", "tokens_per_s", "samples_per_s", "host", "pid", "rank", "nranks", "cuda_dev"}
+MARKERS = {"checkpoint_save", "checkpoint_load", "progress", "rank"}
 SPECIAL_CATEGORIES = {"from_xid", "from_sxid"}
 SUBJECT = "subject"  # the group a placed rule captures, looked up in models/subsystems.yaml
 RULE_KEYS = {
