@@ -349,6 +349,7 @@ def read_inventory(landing: str | os.PathLike) -> pl.DataFrame:
 def load_inventory(landing: str | os.PathLike) -> tuple[pl.DataFrame, list[str]]:
     """``inventory.csv`` as a frame of the required and optional columns (absent optional
     columns are null), and one line per row left out or value ignored, naming file and line.
+    Names are kept as written (text, escaped where shown): a node no log names has no logs.
     Raises ``LandingError`` when it is missing, too big, empty or lacks a column."""
     root = _root(landing)
     path = root / "inventory.csv"
@@ -389,12 +390,6 @@ def load_inventory(landing: str | os.PathLike) -> tuple[pl.DataFrame, list[str]]
             problems.append(f"{where}: {len(row)} fields where the header has {len(cols)}; row left out")
             continue
         rec = dict(zip(cols, (f.strip() for f in row)))
-        bad = [c for c in ("provider", "cluster", "node") if not valid_name(rec[c])]
-        if bad:
-            problems.append(
-                f"{where}: {bad[0]} {rec[bad[0]][:80]!r} is not a name (letters, digits, . _ -); row left out"
-            )
-            continue
         if not re.fullmatch(r"\d{1,4}", rec["gpus"]):
             problems.append(f"{where}: gpus {rec['gpus'][:80]!r} is not a whole number of GPUs; row left out")
             continue
