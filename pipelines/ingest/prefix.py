@@ -5,6 +5,7 @@ are read first), and every timestamp says how it was turned into UTC (``ts_sourc
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 
 import polars as pl
@@ -204,8 +205,7 @@ def _split_series(raw: pl.Series, head_re: str, fields: tuple[str, ...]) -> pl.S
     d = pl.DataFrame({"raw": raw.cast(pl.String)})
     r = pl.col("raw")
     if _repeating(d["raw"], head_re):
-        bare = r.str.replace(_capture_free(head_re), "")
-        d = d.with_columns(_h=r.str.slice(0, r.str.len_chars() - bare.str.len_chars()))
+        d = d.with_columns(_h=_head(r, head_re))
         distinct = d.select("_h").unique("_h").with_columns(_g=pl.col("_h").str.extract_groups(head_re))
         groups = d.join(distinct, on="_h", how="left", maintain_order="left", nulls_equal=True)["_g"]
     else:
@@ -217,14 +217,15 @@ def _split_series(raw: pl.Series, head_re: str, fields: tuple[str, ...]) -> pl.S
     ].alias(raw.name)
 
 
-_CAPTURE_FREE: dict[str, str] = {}
-
-
+@functools.cache
 def _capture_free(head_re: str) -> str:
     """``head_re`` without its named groups: the regex engine finds its matches far faster."""
-    if head_re not in _CAPTURE_FREE:
-        _CAPTURE_FREE[head_re] = re.sub(r"\(\?P<\w+>", "(?:", head_re)
-    return _CAPTURE_FREE[head_re]
+    return re.sub(r"\(\?P<\w+>", "(?:", head_re)
+
+
+def _head(raw: pl.Expr, head_re: str) -> pl.Expr:
+    """The prefix ``head_re`` matches at the start of each line, found without captures."""
+    return raw.str.slice(0, raw.str.len_chars() - raw.str.replace(_capture_free(head_re), "").str.len_chars())
 
 
 def _repeating(raw: pl.Series, head_re: str) -> bool:
@@ -233,10 +234,8 @@ def _repeating(raw: pl.Series, head_re: str) -> bool:
     if n < 4 * REPEAT_BLOCK * REPEAT_BLOCKS:
         return False
     step = n // REPEAT_BLOCKS
-    sample = pl.concat([raw.slice(i * step, REPEAT_BLOCK) for i in range(REPEAT_BLOCKS)])
-    bare = sample.str.replace(_capture_free(head_re), "")
-    heads = sample.str.slice(0, sample.str.len_chars() - bare.str.len_chars())
-    return heads.n_unique() <= len(sample) // 2
+    sample = pl.DataFrame({"raw": pl.concat([raw.slice(i * step, REPEAT_BLOCK) for i in range(REPEAT_BLOCKS)])})
+    return sample.select(_head(pl.col("raw"), head_re).n_unique()).item() <= sample.height // 2
 
 
 def split_prefix(raw: pl.Expr, job: bool = False) -> pl.Expr:
