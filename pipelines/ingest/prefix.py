@@ -77,8 +77,8 @@ _ALTS = [
     rf"(?P<bsd>{_MON}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d)\s+(?:(?P<host_bsd>{_HOST})\s+)?(?P<tag_bsd>{_TAG})\s?",
     # /dev/kmsg record: priority,sequence,usec,flags;
     r"(?P<kmsg_pri>\d{1,3}),\d+,(?P<kmsg_us>\d+),[^;]*;",
-    # raw dmesg, optional printk level
-    r"(?:<\d{1,3}>)?\[\s*(?P<mono>\d+\.\d+)\]\s?",
+    # raw dmesg, optional printk level and the caller id CONFIG_PRINTK_CALLER adds ([  T650], [    C2])
+    r"(?:<\d{1,3}>)?\[\s*(?P<mono>\d+\.\d+)\](?:\s?\[\s*[TC]\d{1,7}\])?\s?",
     # dmesg -T (local wall clock, no zone; localized day and month names), -x in front, a
     # syslog host and kernel tag after
     rf"(?:[a-z]+\s*:[a-z]+\s*:\s)?\[(?P<ctime>{_MON} {_MON}\s+\d{{1,2}} \d\d:\d\d:\d\d \d{{4}})\]\s?(?:(?P<host_ctime>{_HOST})\s+kernel:\s)?",

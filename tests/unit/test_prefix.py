@@ -231,6 +231,14 @@ REAL = [
         "localhost",
         "nvidia: Process '/sbin/modprobe nvidia-drm' failed with exit code 1.",
     ),
+    # ssrg-vt/popcorn-kernel#85: the printk caller id (CONFIG_PRINTK_CALLER) after the stamp
+    (
+        "[   57.658354][  T650] BUG: unable to handle page fault for address: ffff888058a67000",
+        None,
+        "no_boot_time",
+        None,
+        "BUG: unable to handle page fault for address: ffff888058a67000",
+    ),
     (
         "[2020-12-14T09:44:58.306] [63532.0] done with job",
         "2020-12-14T09:44:58.306000",
