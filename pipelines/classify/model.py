@@ -24,6 +24,8 @@ MODEL_NAME = "unknown_classifier"
 MODEL_FILE = f"{MODEL_NAME}.joblib"
 META_FILE = f"{MODEL_NAME}.meta.json"
 DEFAULT_THRESHOLD = 0.6
+# Calling an error-looking line benign hides it, so that answer needs more certainty than naming a cause.
+BENIGN_THRESHOLD = 0.8
 CV_FOLDS = 5
 RANDOM_STATE = 0
 
@@ -196,6 +198,7 @@ def save(pipeline, metrics: dict, path: str | Path) -> dict:
         "features": describe_features(pipeline),
         "labels": metrics["labels"],
         "default_threshold": DEFAULT_THRESHOLD,
+        "benign_threshold": BENIGN_THRESHOLD,
         "training_data_sha256": metrics["training_data_sha256"],
         "n_examples": metrics["n_examples"],
         "n_per_class": metrics["n_per_class"],
@@ -298,17 +301,22 @@ def predict_proba_top(texts: pl.Series, model: LoadedModel) -> pl.DataFrame:
 
 
 def predict(
-    messages: pl.Series, *, threshold: float = DEFAULT_THRESHOLD, model: LoadedModel | None = None
+    messages: pl.Series,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    benign_threshold: float = BENIGN_THRESHOLD,
+    model: LoadedModel | None = None,
 ) -> pl.DataFrame:
-    """One row per message: ``category`` (``unknown`` below ``threshold``) and ``confidence``
-    (the model's probability of its top class). Messages are masked here; empty and null
-    messages are ``unknown`` with confidence 0."""
+    """One row per message: ``category`` (``unknown`` below ``threshold``, or below
+    ``benign_threshold`` where the top class is ``benign``) and ``confidence`` (the top class's
+    probability). Messages are masked here; empty and null messages are ``unknown``, confidence 0."""
     model = model or load_model()
     texts = mask(messages)
     top = predict_proba_top(texts.filter(texts.str.strip_chars() != ""), model)
     df = pl.DataFrame({"text": texts}).join(top, on="text", how="left", maintain_order="left")
+    bar = pl.when(pl.col("top") == "benign").then(pl.lit(benign_threshold)).otherwise(pl.lit(threshold))
     return df.select(
-        category=pl.when(pl.col("p") >= threshold).then(pl.col("top")).otherwise(pl.lit("unknown")),
+        category=pl.when(pl.col("p") >= bar).then(pl.col("top")).otherwise(pl.lit("unknown")),
         confidence=pl.col("p").fill_null(0.0),
     )
 
@@ -325,10 +333,12 @@ def apply_model(
     events: pl.DataFrame,
     *,
     threshold: float = DEFAULT_THRESHOLD,
+    benign_threshold: float = BENIGN_THRESHOLD,
     model: LoadedModel | None = None,
     domains: dict[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Upgrade rule-``unknown`` rows where the model's top class reaches ``threshold``: ``category``,
+    """Upgrade rule-``unknown`` rows where the model's top class reaches ``threshold`` (``benign``:
+    ``benign_threshold``): ``category``,
     ``rule_id`` (``model:unknown_classifier@<version>``) and ``domain`` follow it. Adds
     ``model_confidence`` (null where the rules decided); other rows and the row order are kept."""
     if "model_confidence" in events.columns:
@@ -344,7 +354,7 @@ def apply_model(
         domains = load_ruleset().taxonomy.domains
     ev = events.with_row_index("_mrow")
     sub = ev.filter(unk).select("_mrow", _event_text(ev).alias("_mtext"))
-    pred = predict(sub["_mtext"], threshold=threshold, model=model)
+    pred = predict(sub["_mtext"], threshold=threshold, benign_threshold=benign_threshold, model=model)
     upd = sub.select("_mrow").with_columns(_mcat=pred["category"], model_confidence=pred["confidence"])
     ev = ev.join(upd, on="_mrow", how="left", maintain_order="left")
     hit = pl.col("_mcat").is_not_null() & (pl.col("_mcat") != "unknown")

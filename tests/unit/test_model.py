@@ -8,6 +8,7 @@ import hashlib
 import pickle
 import shutil
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -140,7 +141,7 @@ def test_accuracy_on_held_out_real_lines():
     pipe, metrics = M.train(train["text"], train["label"], cv=0)
     assert "cv" not in metrics and metrics["n_examples"] == train.height
     model = M.LoadedModel(pipe, {"model_sha256": "0" * 64})
-    top1 = M.predict(held["message"], threshold=0.0, model=model)
+    top1 = M.predict(held["message"], threshold=0.0, benign_threshold=0.0, model=model)
     assert (top1["category"] == held["label"]).mean() >= 0.75
     sure = M.predict(held["message"], model=model)
     answered = sure["category"] != "unknown"
@@ -164,7 +165,9 @@ def test_predict_masks_and_thresholds(shipped):
     assert out["confidence"][0] == out["confidence"][1] >= 0.6  # same masked template, same answer
     assert out["category"].to_list()[2:] == ["unknown"] * 3
     assert out["confidence"].to_list()[3:] == [0.0, 0.0]
-    assert M.predict(msgs, threshold=1.01, model=shipped)["category"].unique().to_list() == ["unknown"]
+    assert M.predict(msgs, threshold=1.01, benign_threshold=1.01, model=shipped)["category"].unique().to_list() == [
+        "unknown"
+    ]
     assert M.predict(pl.Series([], dtype=pl.String), model=shipped).height == 0
 
 
@@ -226,7 +229,23 @@ def test_apply_model_changes_only_rule_unknown_rows(shipped):
     # nothing to do, nothing changed
     none = M.apply_model(ev.head(3), model=shipped)
     assert none.drop("model_confidence").equals(ev.head(3)) and none["model_confidence"].is_null().all()
-    assert M.apply_model(ev, threshold=1.01, model=shipped).drop("model_confidence").equals(ev)
+    assert M.apply_model(ev, threshold=1.01, benign_threshold=1.01, model=shipped).drop("model_confidence").equals(ev)
+
+
+class _FixedProba:
+    """A stand-in pipeline: ``benign`` at 0.7 for texts holding "maybe", else ``storage`` at 0.7."""
+
+    classes_ = np.array(["benign", "storage"])
+
+    def predict_proba(self, texts):
+        return np.array([[0.7, 0.3] if "maybe" in t else [0.3, 0.7] for t in texts])
+
+
+def test_calling_a_line_benign_takes_more_certainty_than_naming_its_cause():
+    fixed = M.LoadedModel(_FixedProba(), {"model_sha256": "0" * 64})
+    msgs = pl.Series(["maybe fine failed", "disk failed"])
+    assert M.predict(msgs, model=fixed)["category"].to_list() == ["unknown", "storage"]
+    assert M.predict(msgs, benign_threshold=0.6, model=fixed)["category"].to_list() == ["benign", "storage"]
 
 
 # --- signatures of unknown lines -----------------------------------------------------------------
