@@ -141,7 +141,7 @@ LINES = [
         "torchrun_agent_teardown",
         "scheduler",
     ),
-    ("Killing subprocess 74367", "launcher_killing_subprocess", "benign"),
+    ("Killing subprocess 74367", "launcher_killing_subprocess", "scheduler"),
     ("  exitcode  : 1 (pid: 3669031)", "torchrun_table_exitcode", "scheduler"),
     ("  time      : 2023-09-04_10:10:23", "torchrun_table_row", "benign"),
     ("=====================================================", "torchrun_table_frame", "benign"),
