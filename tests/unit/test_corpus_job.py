@@ -18,8 +18,8 @@ def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
     assert s["failure_lines"] >= 390 and s["benign_lines"] >= 1390
     assert s["detection"] >= 0.988
-    assert s["category"] >= 0.967
-    assert s["unknown_share"] <= 0.053
+    assert s["category"] >= 0.952
+    assert s["unknown_share"] <= 0.062
     assert s["false_alarms"] <= 14 and s["missed"] <= 7
 
 
