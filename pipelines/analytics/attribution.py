@@ -39,7 +39,8 @@ _RELABEL_ACTION = {"host": "restart_job", "storage": "check_storage"}
 PEER_GONE_RE = (
     r"(?i)connection closed by (?:remote )?peer|connection reset by peer|broken pipe|"
     r"remote process exited or there was a network error|ncclRemoteError|failed to recv, got 0 bytes|"
-    r"Socket recv failed while polling|Failed to execute operation \w+ from rank \d+, retcode 6\b"
+    r"Socket recv failed while polling|Failed to execute operation \w+ from rank \d+, retcode 6\b|"
+    r"TCPStore server has shut down"
 )
 # ... unless the same event names the transport's own failure
 TRANSPORT_FAULT_RE = (
@@ -298,7 +299,14 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
     corrected errors, which explain a job only when nothing stronger does) and the cascade roles
     read from the text; then each job's events in causal order."""
     raw, cat = pl.col("raw"), pl.col("category")
-    peer = cat.is_in(["network", "unknown"]) & raw.str.contains(PEER_GONE_RE) & ~raw.str.contains(TRANSPORT_FAULT_RE)
+    peer_text = raw.str.contains(PEER_GONE_RE) & ~raw.str.contains(TRANSPORT_FAULT_RE)
+    # the model's guess for a rule-unknown line does not outweigh what its text says of a peer
+    guessed = pl.col("rule_id").fill_null("").str.starts_with("model:") & peer_text & ~cat.is_in(["network", "unknown"])
+    ev = ev.with_columns(
+        category=pl.when(guessed).then(pl.lit("unknown")).otherwise(cat),
+        domain=pl.when(guessed).then(pl.lit("unknown")).otherwise(pl.col("domain")),
+    )
+    peer = cat.is_in(["network", "unknown"]) & peer_text
     weak = pl.col("domain").is_in(["hardware", "software"]) & (pl.col("severity") == "warning")
     tier = (
         pl.when(peer)

@@ -215,9 +215,9 @@ def test_a_ray_worker_that_vanished_without_a_word_is_the_host(failures):
     assert j["confidence"] == 0.5
 
 
-def decide(rows: list[tuple[int, str, str, int | None]]) -> dict:
+def decide(rows: list[tuple[int, str, str, int | None]], rule_ids: dict[int, str] | None = None) -> dict:
     """The verdict on job 1 (on n1) whose output events are ``rows``: (line, category, text, rank),
-    categories as a rule might give them."""
+    categories as a rule (or, by ``rule_ids``, the model) might give them."""
     domains = load_ruleset().taxonomy.domains
     ev = pl.DataFrame(
         [
@@ -234,7 +234,7 @@ def decide(rows: list[tuple[int, str, str, int | None]]) -> dict:
                 "domain": domains[cat],
                 "severity": "error",
                 "action": "none",
-                "rule_id": f"rule_{n}",
+                "rule_id": (rule_ids or {}).get(n, f"rule_{n}"),
                 "raw": raw,
                 "message": raw,
             }
@@ -268,6 +268,17 @@ def test_the_proxys_socket_errors_are_a_peers_death_whatever_a_rule_calls_them()
     gone = "nccl-795-aws-remote-error-after-segfault"
     j = decide([(7, "network", text(gone, 7), None)])
     assert verdict(j)[:2] == ("unknown", "job:rule_7+peer_gone")
+
+
+def test_the_models_guess_does_not_hide_a_peer_gone_line():
+    """The heartbeat monitor finding the TCPStore server gone and a rank's recv getting 0 bytes
+    (tests/fixtures/jobs/dev/gpustack-6019-...): were the model to call the first a timeout, the
+    peer's host still decides; a rule's timeout still counts as one."""
+    gs = "gpustack-6019-vllm-zmq-port-collision-tcpstore"
+    rows = [(6, "collective_timeout", text(gs, 6), 2), (7, "unknown", text(gs, 7), 4)]
+    j = decide(rows, {6: "model:unknown_classifier@x"})
+    assert verdict(j) == ("unknown", "job:model:unknown_classifier@x+peer_gone", "glm-node01", None)
+    assert verdict(decide(rows))[0] == "collective_timeout"
 
 
 # models/corpus/dev.jsonl: a Slurm step cancelled (the srun SIGBUS thread of that corpus)
