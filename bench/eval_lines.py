@@ -42,12 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kind", action="append", choices=["kernel", "job", "slurmctld"], help="only lines of this kind")
     ap.add_argument("--misses", type=int, default=0, help="list up to N wrong dev lines")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--folder", help="read dev.jsonl / reserved.jsonl from this folder (e.g. an older checkout's)")
     args = ap.parse_args(argv)
     splits = ["dev", "reserved"] if args.split == "both" else [args.split]
     results = {}
     for split in splits:
         t0 = time.perf_counter()
-        lines = [r for r in corpus.load(split) if not args.kind or r["kind"] in args.kind]
+        lines = [r for r in corpus.load(split, args.folder) if not args.kind or r["kind"] in args.kind]
         scored = corpus.classify_excerpts(lines)
         results[split] = corpus.score(scored)
         results[split]["seconds"] = round(time.perf_counter() - t0, 2)
