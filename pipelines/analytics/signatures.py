@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import polars as pl
 
-from ..classify.model import DEFAULT_THRESHOLD, LoadedModel, load_model, predict_proba_top
+from ..classify.model import DEFAULT_THRESHOLD, MIN_KNOWN_WORDS, LoadedModel, load_model, predict_proba_top
 from ..classify.training_data import mask
 
 DISTANCE_THRESHOLD = 0.4  # cosine distance under which two template keys are one signature
@@ -216,8 +216,11 @@ def unknown_signatures(
             top.rename({"text": "template", "top": "predicted_category", "p": "confidence"}), on="template", how="left"
         )
     else:
-        out = out.with_columns(predicted_category=pl.lit(None, pl.String), confidence=pl.lit(None, pl.Float64))
-    out = out.with_columns(resolved_by_model=(pl.col("confidence") >= threshold).fill_null(False))
+        out = out.with_columns(
+            predicted_category=pl.lit(None, pl.String), confidence=pl.lit(None, pl.Float64), known=pl.lit(0)
+        )
+    resolved = (pl.col("confidence") >= threshold) & (pl.col("known") >= MIN_KNOWN_WORDS)
+    out = out.with_columns(resolved_by_model=resolved.fill_null(False))
     out = out.sort(["count", "signature_id"], descending=[True, False])
     return out.select([pl.col(c).cast(t) for c, t in SIGNATURE_SCHEMA.items()])
 

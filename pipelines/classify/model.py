@@ -26,6 +26,12 @@ META_FILE = f"{MODEL_NAME}.meta.json"
 DEFAULT_THRESHOLD = 0.6
 # Calling an error-looking line benign hides it, so that answer needs more certainty than naming a cause.
 BENIGN_THRESHOLD = 0.8
+# The model answers only for a line holding this many distinct content words it was trained on:
+# a line of unseen words plus one generic verb ("widget quux failed") is not evidence.
+MIN_KNOWN_WORDS = 2
+FUNCTION_WORDS = frozenset(
+    "the an and or of on in at to for from by with is are was were be been not no this that it as".split()
+)
 CV_FOLDS = 5
 RANDOM_STATE = 0
 
@@ -289,15 +295,38 @@ def predict_proba_top(texts: pl.Series, model: LoadedModel) -> pl.DataFrame:
     uniq = texts.unique(maintain_order=True)
     if uniq.len() == 0:
         return pl.DataFrame(
-            {"text": [], "top": [], "p": []}, schema={"text": pl.String, "top": pl.String, "p": pl.Float64}
+            {"text": [], "top": [], "p": [], "known": []},
+            schema={"text": pl.String, "top": pl.String, "p": pl.Float64, "known": pl.Int64},
         )
-    proba = model.pipeline.predict_proba(uniq.to_list())
+    docs = uniq.to_list()
+    proba = model.pipeline.predict_proba(docs)
     idx = proba.argmax(axis=1)
     classes = np.asarray(model.classes, dtype=object)
     return pl.DataFrame(
-        {"text": uniq, "top": classes[idx].tolist(), "p": proba[np.arange(len(idx)), idx]},
-        schema={"text": pl.String, "top": pl.String, "p": pl.Float64},
+        {
+            "text": uniq,
+            "top": classes[idx].tolist(),
+            "p": proba[np.arange(len(idx)), idx],
+            "known": known_words(docs, model),
+        },
+        schema={"text": pl.String, "top": pl.String, "p": pl.Float64, "known": pl.Int64},
     )
+
+
+def _content_columns(model: LoadedModel):
+    """The word vectorizer and the columns of its single-word, non-function-word features."""
+    words = dict(model.pipeline.named_steps["features"].transformer_list)["word"]
+    cols = np.array([i for w, i in words.vocabulary_.items() if " " not in w and w not in FUNCTION_WORDS])
+    return words, cols
+
+
+def known_words(docs: list[str], model: LoadedModel) -> np.ndarray:
+    """How many distinct trained content words each (masked) text holds: one sparse product, no loop."""
+    words, cols = _content_columns(model)
+    x = words.transform(docs)[:, cols] if len(cols) else None
+    if x is None:
+        return np.zeros(len(docs), dtype=np.int64)
+    return np.asarray((x != 0).sum(axis=1)).ravel().astype(np.int64)
 
 
 def predict(
@@ -308,15 +337,18 @@ def predict(
     model: LoadedModel | None = None,
 ) -> pl.DataFrame:
     """One row per message: ``category`` (``unknown`` below ``threshold``, or below
-    ``benign_threshold`` where the top class is ``benign``) and ``confidence`` (the top class's
-    probability). Messages are masked here; empty and null messages are ``unknown``, confidence 0."""
+    ``benign_threshold`` where the top class is ``benign``, or with fewer than ``MIN_KNOWN_WORDS``
+    trained content words) and ``confidence`` (the top class's probability). Messages are masked
+    here; empty and null messages are ``unknown``, confidence 0."""
     model = model or load_model()
     texts = mask(messages)
     top = predict_proba_top(texts.filter(texts.str.strip_chars() != ""), model)
     df = pl.DataFrame({"text": texts}).join(top, on="text", how="left", maintain_order="left")
     bar = pl.when(pl.col("top") == "benign").then(pl.lit(benign_threshold)).otherwise(pl.lit(threshold))
     return df.select(
-        category=pl.when(pl.col("p") >= bar).then(pl.col("top")).otherwise(pl.lit("unknown")),
+        category=pl.when((pl.col("p") >= bar) & (pl.col("known") >= MIN_KNOWN_WORDS))
+        .then(pl.col("top"))
+        .otherwise(pl.lit("unknown")),
         confidence=pl.col("p").fill_null(0.0),
     )
 

@@ -7,10 +7,12 @@ import datetime as dt
 import hashlib
 import pickle
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
 
 from faultline.analytics.signatures import node_failure_profiles, unknown_signatures
 from faultline.classify import model as M
@@ -233,9 +235,13 @@ def test_apply_model_changes_only_rule_unknown_rows(shipped):
 
 
 class _FixedProba:
-    """A stand-in pipeline: ``benign`` at 0.7 for texts holding "maybe", else ``storage`` at 0.7."""
+    """A stand-in pipeline: ``benign`` at 0.7 for texts holding "maybe", else ``storage`` at 0.7;
+    its word features know the words of "maybe fine disk failed"."""
 
     classes_ = np.array(["benign", "storage"])
+    named_steps = {
+        "features": SimpleNamespace(transformer_list=[("word", TfidfVectorizer().fit(["maybe fine disk failed"]))])
+    }
 
     def predict_proba(self, texts):
         return np.array([[0.7, 0.3] if "maybe" in t else [0.3, 0.7] for t in texts])
@@ -246,6 +252,15 @@ def test_calling_a_line_benign_takes_more_certainty_than_naming_its_cause():
     msgs = pl.Series(["maybe fine failed", "disk failed"])
     assert M.predict(msgs, model=fixed)["category"].to_list() == ["unknown", "storage"]
     assert M.predict(msgs, benign_threshold=0.6, model=fixed)["category"].to_list() == ["benign", "storage"]
+
+
+def test_a_line_of_words_the_model_never_saw_gets_no_answer():
+    fixed = M.LoadedModel(_FixedProba(), {"model_sha256": "0" * 64})
+    msgs = pl.Series(["zork quux failed", "the disk failed", "the zork is on the failed"])
+    assert M.known_words(msgs.to_list(), fixed).tolist() == [1, 2, 1]
+    out = M.predict(msgs, model=fixed)
+    assert out["category"].to_list() == ["unknown", "storage", "unknown"]
+    assert out["confidence"].to_list() == pytest.approx([0.7, 0.7, 0.7])
 
 
 # --- signatures of unknown lines -----------------------------------------------------------------
