@@ -77,6 +77,12 @@ SIGKILL_RE = (
     r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b|"
     r"Worker unexpectedly exits with a connection error code \d+\. End of file\."
 )
+# the launcher tearing down the other workers after one failed: its reaction, not a notice of
+# its own; the worker's failure it reacts to (``failed (exitcode: -6) local_rank: 3``) says more
+TEARDOWN_RE = (
+    r"Sending process \d+ closing signal SIG\w+|Unable to shutdown process \d+ via \d+, forcefully exit|"
+    r"Closing process \d+ via signal SIG\w+"
+)
 RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
 # NCCL's line header "HOST:PID:TID [CUDADEV]" (behind any launcher label): the process a line is of
@@ -326,6 +332,7 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         _peer=peer,
         _desync=user & raw.str.contains(DESYNC_RE),
         _worker=worker,
+        _teardown=raw.str.contains(TEARDOWN_RE),
         _exhausted=worker & raw.str.contains(EXHAUSTION_RE),
         _sigkill=worker & raw.str.contains(SIGKILL_RE),
         _exhaustion=cat.is_in(["host", "user_app", "unknown", "scheduler"])
@@ -421,12 +428,18 @@ def _decide(
         pl.col("event_id").filter(pl.col("_exhausted")).first().alias("x_event_id"),
         pl.col("event_id").filter(pl.col("_worker")).first().alias("k_event_id"),
         pl.col("event_id").filter(pl.col("_sigkill")).first().alias("s_event_id"),
-        pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_worker")).first().alias("o_event_id"),
+        pl.col("event_id")
+        .filter((cat == "scheduler") & ~pl.col("_worker") & ~pl.col("_teardown"))
+        .first()
+        .alias("o_event_id"),
         pl.col("event_id").filter(tier == 3).first().alias("w_event_id"),
         pl.col("event_id").filter(cat == "collective_timeout").first().alias("t_event_id"),
         pl.col("event_id").filter(pl.col("_peer")).first().alias("p_event_id"),
         pl.col("raw").filter(pl.col("_peer")).str.extract(PEER_HOST_RE, 1).drop_nulls().first().alias("_peer_host"),
-        pl.col("event_id").filter(cat == "scheduler").first().alias("q_event_id"),
+        pl.coalesce(
+            pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_teardown")).first(),
+            pl.col("event_id").filter(cat == "scheduler").first(),
+        ).alias("q_event_id"),
         pl.col("event_id").filter(cat == "unknown").first().alias("u_event_id"),
         pl.col("repeats").fill_null(1).sum().alias("_n_evidence"),
     )

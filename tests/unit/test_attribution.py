@@ -390,3 +390,14 @@ def test_a_process_fault_before_the_job_started_was_another_jobs():
     assert verdict(j)[:2] == ("unknown", "state:FAILED")
     j = timed([(None, "01:00:30", "yearless", "user_app", "nvrm_xid", XID31)], end="01:05:00")
     assert verdict(j)[:2] == ("user_app", "node:nvrm_xid")
+
+
+def test_the_launchers_teardown_of_the_other_workers_is_not_what_ended_the_job():
+    """torchrun sends SIGTERM to the other workers after one failed
+    (tests/fixtures/jobs/dev/torchtune-2093-...): the worker's failure it reacts to decides,
+    and the teardown is no scheduler's notice that would rule out a SIGKILL's reading."""
+    tt = "torchtune-2093-save-checkpoint-timeout-glog"
+    j = decide([(3, "scheduler", text(tt, 3), None), (10, "scheduler", text(tt, 10), None)])
+    assert verdict(j)[:2] == ("scheduler", "job:rule_10")
+    j = decide([(3, "scheduler", text(tt, 3), None), (4, "scheduler", WORKER_KILLED.rstrip("\n"), None)])
+    assert verdict(j)[:2] == ("host", "job:rule_4+sigkill")
