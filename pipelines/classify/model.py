@@ -316,17 +316,14 @@ def predict_proba_top(texts: pl.Series, model: LoadedModel) -> pl.DataFrame:
 def _content_columns(model: LoadedModel):
     """The word vectorizer and the columns of its single-word, non-function-word features."""
     words = dict(model.pipeline.named_steps["features"].transformer_list)["word"]
-    cols = np.array([i for w, i in words.vocabulary_.items() if " " not in w and w not in FUNCTION_WORDS])
-    return words, cols
+    cols = [i for w, i in words.vocabulary_.items() if " " not in w and w not in FUNCTION_WORDS]
+    return words, np.array(cols, dtype=np.int64)
 
 
 def known_words(docs: list[str], model: LoadedModel) -> np.ndarray:
     """How many distinct trained content words each (masked) text holds: one sparse product, no loop."""
     words, cols = _content_columns(model)
-    x = words.transform(docs)[:, cols] if len(cols) else None
-    if x is None:
-        return np.zeros(len(docs), dtype=np.int64)
-    return np.asarray((x != 0).sum(axis=1)).ravel().astype(np.int64)
+    return np.asarray((words.transform(docs)[:, cols] != 0).sum(axis=1)).ravel().astype(np.int64)
 
 
 def predict(
