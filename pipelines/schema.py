@@ -741,7 +741,7 @@ CLASSIFY_JSONL = Table(
         ("job_id", S, "the job the line names"),
         ("rank", I32, "the rank the line names"),
         ("local_rank", I32, "the local rank (process on its node) a launcher label names"),
-        ("rule_id", S, "the rule that decided (error_words for an unmatched error-looking line)"),
+        ("rule_id", S, "the rule that decided (fallback:<entry> or error_words for an unmatched error-looking line)"),
         ("ts", S, "ISO-8601 UTC (2026-11-24T03:14:08.000000Z)"),
         ("ts_source", S, "how ts was derived"),
     ),

@@ -45,7 +45,8 @@ PEER_GONE_RE = (
 # ... unless the same event names the transport's own failure
 TRANSPORT_FAULT_RE = (
     r"Got completion (?:from peer \S+ )?with (?:error |status=)|IBV_WC_\w+_ERR|ibv_\w+ failed|"
-    r"async error event|port error|got completion with error|Couldn't open AV"
+    r"async error event|port error|got completion with error|Couldn't open AV|"
+    r"NET/OFI Request \S+ completed with error"
 )
 PEER_HOST_RE = r"(?:remote peer |remote=\[)([A-Za-z0-9][\w.-]*?)(?:<\d+>|\]:\d+)"
 DESYNC_RE = (
@@ -313,9 +314,12 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         domain=pl.when(guessed).then(pl.lit("unknown")).otherwise(pl.col("domain")),
     )
     peer = cat.is_in(["network", "unknown"]) & peer_text
+    # an error line no rule names, placed by the subsystem it mentions (models/fallback.yaml):
+    # it decides only where nothing else does, as an unknown error would
+    placed = pl.col("rule_id").fill_null("").str.starts_with("fallback:")
     weak = pl.col("domain").is_in(["hardware", "software"]) & (pl.col("severity") == "warning")
     tier = (
-        pl.when(peer)
+        pl.when(peer | placed)
         .then(pl.lit(None, pl.Int8))
         .when(weak)
         .then(pl.lit(3, pl.Int8))
@@ -330,6 +334,7 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         sev=pl.col("severity").replace_strict(_SEV, default=0, return_dtype=pl.Int8),
         rank=pl.coalesce(pl.col("rank").cast(pl.Int64), raw.str.extract(RANK_IN_TEXT_RE, 1).cast(pl.Int64)),
         _peer=peer,
+        _placed=placed,
         _desync=user & raw.str.contains(DESYNC_RE),
         _worker=worker,
         _teardown=raw.str.contains(TEARDOWN_RE),
@@ -429,7 +434,7 @@ def _decide(
         pl.col("event_id").filter(pl.col("_worker")).first().alias("k_event_id"),
         pl.col("event_id").filter(pl.col("_sigkill")).first().alias("s_event_id"),
         pl.col("event_id")
-        .filter((cat == "scheduler") & ~pl.col("_worker") & ~pl.col("_teardown"))
+        .filter((cat == "scheduler") & ~pl.col("_worker") & ~pl.col("_teardown") & ~pl.col("_placed"))
         .first()
         .alias("o_event_id"),
         pl.col("event_id").filter(tier == 3).first().alias("w_event_id"),
@@ -437,10 +442,10 @@ def _decide(
         pl.col("event_id").filter(pl.col("_peer")).first().alias("p_event_id"),
         pl.col("raw").filter(pl.col("_peer")).str.extract(PEER_HOST_RE, 1).drop_nulls().first().alias("_peer_host"),
         pl.coalesce(
-            pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_teardown")).first(),
-            pl.col("event_id").filter(cat == "scheduler").first(),
+            pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_teardown") & ~pl.col("_placed")).first(),
+            pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_placed")).first(),
         ).alias("q_event_id"),
-        pl.col("event_id").filter(cat == "unknown").first().alias("u_event_id"),
+        pl.col("event_id").filter((cat == "unknown") | pl.col("_placed")).first().alias("u_event_id"),
         pl.col("repeats").fill_null(1).sum().alias("_n_evidence"),
     )
     mask = pl.duration(seconds=cfg.hardware_masks_user_s)

@@ -83,14 +83,15 @@ def job_id_of(paths: list[str]) -> str | None:
     return None
 
 
-def _parse(items: list[tuple[str, SourceContext]], rs: RuleSet, stdin) -> list[ParseResult]:
+def _parse(items: list[tuple[str, SourceContext]], rs: RuleSet, stdin, read: dict) -> list[ParseResult]:
     files = [(p, c) for p, c in items if p != "-"]
     out = dict(zip([p for p, _ in files], parse_files(files, rs))) if files else {}
     results = []
     for path, ctx in items:
         if path == "-":
-            data = (stdin or sys.stdin.buffer).read()
-            results.append(parse_stream(maybe_decompress(data), ctx, rs))
+            if "-" not in read:  # kept: a second parse reads it again
+                read["-"] = (stdin or sys.stdin.buffer).read()
+            results.append(parse_stream(maybe_decompress(read["-"]), ctx, rs))
         else:
             results.append(out[path])
     return results
@@ -166,8 +167,19 @@ def diagnose(
         )
 
     kernel_node = (lambda p: nodes[0]) if len(nodes) == 1 else node_of_file
-    items = [(p, ctx(p, "job")) for p in logs] + [(p, ctx(p, "kernel", kernel_node(p))) for p in kernel]
-    results = _parse(items, rs, stdin)
+
+    def contexts() -> list[tuple[str, SourceContext]]:
+        return [(p, ctx(p, "job")) for p in logs] + [(p, ctx(p, "kernel", kernel_node(p))) for p in kernel]
+
+    read: dict[str, bytes] = {}
+    items = contexts()
+    results = _parse(items, rs, stdin, read)
+    anchor = _dated_day(results, items, read) if ref_date is None else None
+    if anchor is not None and abs((dt.datetime.now(dt.timezone.utc).date() - anchor).days) > 31:
+        # an old log: its year-less stamps take their year from its dated ones, not from today
+        ref_date = anchor
+        items = contexts()
+        results = _parse(items, rs, stdin, read)
     for (path, _c), res in zip(items, results):
         if res.message and not res.lines_read:
             raise DiagnoseError(f"{path}: {res.message}")
@@ -235,6 +247,38 @@ def diagnose(
         "nodes": list(job.get("nodes") or []),
     }
     return Diagnosis(verdict, evidence, job_info, next_steps(verdict), notes)
+
+
+_DATED = re.compile(rb"\b(20\d\d)-([01]\d)-([0-3]\d)[T ][0-2]\d:[0-5]\d")
+_TAIL = 1 << 20  # bytes of a file's end searched for a dated stamp
+
+
+def _dated_day(results: list[ParseResult], items: list, read: dict) -> dt.date | None:
+    """Where year-less stamps need a year: the day of the latest stamp that carries one, among
+    the events, else in the last MiB of each plain input (the job's end is at its end)."""
+    ev = [r.events for r in results if r.events is not None and r.events.height]
+    ev = pl.concat(ev, how="vertical_relaxed") if ev else None
+    if ev is None or not ev.filter(pl.col("ts_source") == "yearless").height:
+        return None
+    ts = ev.filter(pl.col("ts_source").is_in(["absolute", "naive_utc"]))["ts"].drop_nulls()
+    if len(ts):
+        return ts.max().date()
+    days = []
+    for path, _ctx in items:
+        if path == "-":
+            tail = read.get("-", b"")[-_TAIL:]
+        elif Path(path).suffix in (".gz", ".zst"):
+            continue
+        else:
+            with open(path, "rb") as f:
+                f.seek(max(0, Path(path).stat().st_size - _TAIL))
+                tail = f.read()
+        for m in _DATED.finditer(tail):
+            try:
+                days.append(dt.date(int(m[1]), int(m[2]), int(m[3])))
+            except ValueError:
+                pass
+    return max(days) if days else None
 
 
 def _nothing_readable(results: list) -> str:

@@ -237,7 +237,10 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     is_err = pl.col("msg").str.contains(rs.error_regex) if rs.error_words else pl.lit(False)
     if rs.benign_despite:
         is_err = is_err & ~pl.col("msg").str.contains_any(list(rs.benign_despite))
+    cand = _fall_back(cand.with_columns(_err=is_err), rs)
+    is_err = pl.col("_err")
     matched = pl.col("rule_idx").is_not_null()
+    fell = is_err & pl.col("_fcat").is_not_null()
     category = (
         pl.when(from_xid)
         .then(pl.coalesce(xcat, pl.lit("unknown")))
@@ -245,6 +248,8 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         .then(pl.lit("nvlink"))
         .when(matched)
         .then(pl.col("_rcat"))
+        .when(fell)
+        .then(pl.col("_fcat"))
         .when(is_err)
         .then(pl.lit("unknown"))
         .otherwise(pl.lit("benign"))
@@ -258,7 +263,7 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
                 pl.col("_rsev"), pl.when(pl.col("_rcat") == "benign").then(pl.lit("info")).otherwise(pl.lit("error"))
             )
         )
-        .when(is_err)
+        .when(is_err & (pl.col("_fcat") != "benign").fill_null(True))
         .then(pl.lit("warning"))
         .otherwise(pl.lit("info"))
     )
@@ -269,6 +274,8 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         .then(pl.coalesce(pl.col("_ract"), pl.col("_xact"), pl.lit("none")))
         .when(matched)
         .then(pl.coalesce(pl.col("_ract"), pl.lit("none")))
+        .when(fell)
+        .then(pl.coalesce(pl.col("_fact"), pl.lit("none")))
         .otherwise(pl.lit("none"))
     )
     return cand.with_columns(
@@ -276,8 +283,38 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         category=category,
         severity=severity,
         action=action,
-        rule_id=pl.when(matched).then(pl.col("rule_id")).when(is_err).then(pl.lit("error_words")),
-    ).drop("msg", "_rcat", "_rsev", "_ract", "_xcat", "_xsev", "_xact", "_ccat")
+        family=pl.when(matched).then(pl.col("family")).when(fell).then(pl.col("_ffam")),
+        rule_id=pl.when(matched)
+        .then(pl.col("rule_id"))
+        .when(fell)
+        .then(pl.lit("fallback:") + pl.col("_fid"))
+        .when(is_err)
+        .then(pl.lit("error_words")),
+    ).drop("msg", "_rcat", "_rsev", "_ract", "_xcat", "_xsev", "_xact", "_ccat", "_err", *_FALLBACK_COLS)
+
+
+_FALLBACK_COLS = ("_fid", "_fcat", "_ffam", "_fact")
+
+
+def _fall_back(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
+    """The first models/fallback.yaml entry each unmatched error-word line contains (its name,
+    category, family, action; null: none), tried on those lines alone."""
+    todo = cand.filter(pl.col("rule_idx").is_null() & pl.col("_err")).select("_row", "msg")
+    first = pl.lit(None, pl.Int32)
+    for i, e in reversed(list(enumerate(rs.fallback))):
+        first = pl.when(pl.col("msg").str.contains(e.pattern)).then(pl.lit(i, pl.Int32)).otherwise(first)
+    entries = pl.DataFrame(
+        {
+            "_fi": pl.Series(range(len(rs.fallback)), dtype=pl.Int32),
+            "_fid": [e.name for e in rs.fallback],
+            "_fcat": [e.category for e in rs.fallback],
+            "_ffam": [e.family for e in rs.fallback],
+            "_fact": [e.action for e in rs.fallback],
+        },
+        schema={"_fi": pl.Int32, **dict.fromkeys(_FALLBACK_COLS, pl.String)},
+    )
+    found = todo.select("_row", _fi=first).join(entries, on="_fi", how="left").drop("_fi")
+    return cand.join(found, on="_row", how="left")
 
 
 def _place(subj: pl.Expr, rs: RuleSet) -> list[pl.Expr]:

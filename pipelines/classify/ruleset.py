@@ -70,6 +70,18 @@ class Subsystem:
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """One entry of models/fallback.yaml: an unmatched error-word line containing ``pattern`` is
+    benign (``category`` benign) or belongs to the subsystem it names."""
+
+    name: str
+    pattern: str
+    category: str
+    family: str | None
+    action: str | None
+
+
+@dataclass(frozen=True)
 class Taxonomy:
     domains: dict[str, str]  # category -> domain
     actions: tuple[str, ...]
@@ -85,6 +97,7 @@ class RuleSet:
     benign_despite: tuple[str, ...]
     version: str  # content hash of all rule data
     subsystems: tuple[Subsystem, ...] = ()  # in order: where a placed rule's subject belongs
+    fallback: tuple[Fallback, ...] = ()  # in order: what an unmatched error-word line is
 
     @cached_property
     def prefilter_literals(self) -> tuple[str, ...]:
@@ -211,7 +224,8 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
     cat_bytes = _read("xid_catalog.csv")
     words = _yaml(_read("error_words.yaml"))
     subs_bytes = _read("subsystems.yaml")
-    for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml"), subs_bytes):
+    fallback_bytes = _read("fallback.yaml") if root.joinpath("fallback.yaml").is_file() else b"{}"
+    for blob in (cat_bytes, _read("error_words.yaml"), _read("taxonomy.yaml"), subs_bytes, fallback_bytes):
         digest.update(blob)
     subsystems = tuple(
         Subsystem(e["name"], e["pattern"], e["category"], e["family"], e.get("action"))
@@ -220,6 +234,13 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
     for e in subsystems:
         if e.category not in taxonomy.domains or e.action not in (None, *taxonomy.actions):
             raise ValueError(f"subsystems.yaml: {e.name}: unknown category or action")
+    fb = _yaml(fallback_bytes)
+    fallback = tuple(Fallback(e["name"], e["pattern"], "benign", None, None) for e in fb.get("benign") or ()) + tuple(
+        Fallback(e["name"], e["pattern"], e["category"], e["family"], e.get("action")) for e in fb.get("subjects") or ()
+    )
+    for e in fallback:
+        if e.category not in taxonomy.domains or e.action not in (None, *taxonomy.actions):
+            raise ValueError(f"fallback.yaml: {e.name}: unknown category or action")
     catalog = pl.read_csv(io.BytesIO(cat_bytes), schema_overrides={"xid": pl.Int32})
     error_words = tuple(v for w in words.get("words", []) for v in _variants(w))
     return RuleSet(
@@ -230,4 +251,5 @@ def load_ruleset(models_dir: str | None = None) -> RuleSet:
         tuple(words.get("benign_despite", []) or ()),
         digest.hexdigest()[:12],
         subsystems,
+        fallback,
     )

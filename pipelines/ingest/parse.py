@@ -35,6 +35,9 @@ EXC_LINE_RE = r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 # that PyTorch, DeepSpeed and Megatron put in front of a message: the node and rank a job line
 # names when no rule or launcher label does.
 NCCL_HOST_RE = r"^([\w.-]+):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
+# UCX's logger: "[1481207870.065269] [host:pid:thread]  file.c:257  UCX  ERROR ..." (its epoch
+# stamp reads as a raw dmesg stamp and is stripped with the prefix; the host stays in the message)
+UCX_HOST_RE = r"^\[([\w.-]+):\d+:\d+\]\s+[\w.]+:\d+\s+UCX\s"
 MSG_RANK_RE = r"\[(?:PG (?:ID )?\d+ (?:PG GUID \d+(?:\(\w+\))? |\(\w+\) )?)?Rank (\d+)\]"
 # The same continuations on raw lines, behind any launcher label and the job loggers' prefixes:
 # which lines of a job log are read at all (a superset of those JOB_CONT_MSG_RE names).
@@ -934,7 +937,11 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     # "kernel:" in front of a stamp is the syslog tag of a line whose host was cut off
     pdsh = pl.when(pl.col("pdsh") != "kernel").then(pl.col("pdsh"))
     # job output: the NCCL header's host, slurmstepd's node, a "[Rank N]" in the message
-    job_node = [pl.col("msg").str.extract(NCCL_HOST_RE, 1), pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1)]
+    job_node = [
+        pl.col("msg").str.extract(NCCL_HOST_RE, 1),
+        pl.col("msg").str.extract(r"^slurmstepd-([\w.-]+): ", 1),
+        pl.col("msg").str.extract(UCX_HOST_RE, 1),
+    ]
     job_rank = [pl.col("msg").str.extract(MSG_RANK_RE, 1).cast(pl.Int32, strict=False)]
     if not any_job:
         job_node, job_rank = [], []

@@ -27,7 +27,7 @@ JOB_LABELS = (
     # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
     ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*):\s)?"),
     # a log collector's stamp
-    ("collector stamp", rf"(?:(?P<lead_z>{_STAMP_Z})\s+|(?P<lead_n>{_STAMP_N})\s+)?"),
+    ("collector stamp", rf"(?:(?P<lead_z>{_STAMP_Z}):?\s+|(?P<lead_n>{_STAMP_N})\s+)?"),
     ("srun -l task id", r"(?:(?P<srun_task>\d{1,5}):\s)?"),
     ("mpirun --tag-output", r"(?:\[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
     (

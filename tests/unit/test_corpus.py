@@ -8,10 +8,10 @@ import pytest
 from faultline.classify import corpus
 
 # measure -> lowest value the dev split may score (codes: Xid/SXid extraction on coded lines)
-FLOORS = {"detection": 0.991, "category": 0.973, "codes": 1.0, "context_category": 0.797}
+FLOORS = {"detection": 0.979, "category": 0.956, "codes": 1.0, "context_category": 0.769}
 # with the learned model's answer for what the rules call unknown, as the pipeline reports
-MODEL_FLOORS = {"detection": 0.994, "category": 0.98, "codes": 1.0}
-KERNEL_FLOORS = {"detection": 0.994, "category": 0.983, "codes": 1.0, "context_category": 0.94}
+MODEL_FLOORS = {"detection": 0.983, "category": 0.967, "codes": 1.0}
+KERNEL_FLOORS = {"detection": 0.974, "category": 0.96, "codes": 1.0, "context_category": 0.898}
 KERNEL_KINDS = ("kernel", "slurmctld")
 
 

@@ -70,6 +70,14 @@ def test_stdin_plain_gzip_and_zstd(pack):
     assert (d["root_cause"], d["culprit_rank"], d["evidence"][0]["source"]) == ("gpu_memory", 1, "-")
 
 
+def test_an_old_logs_year_less_stamps_take_the_year_of_its_dated_ones():
+    # torchtitan#810: a 2025 logging stamp on a benign line, the error in glog's year-less form
+    log = CASES / "torchtitan-810-b200-illegal-address-doubled-prefix" / "output.log"
+    for args in ([str(log)], ["-"]):
+        d = as_json(*args, stdin=log.read_bytes() if args == ["-"] else None)
+        assert (d["job"]["started"], d["job"]["ended"]) == ("2025-01-28T13:23:00Z", "2025-01-28T13:23:00Z")
+
+
 def test_compressed_files_and_slurm_names(tmp_path):
     gz = tmp_path / "slurm-77_3.out.gz"
     gz.write_bytes(gzip.compress(KOHYA.read_bytes()))

@@ -116,7 +116,7 @@ def test_shipped_file_that_no_longer_matches_its_metadata_is_refused(tmp_path, m
 
 def test_curated_lines_are_rule_unknown_and_name_a_cause():
     cur = curated_examples()
-    assert cur.height >= 145
+    assert cur.height >= 85
     assert not set(cur["label"]) & {"benign", "unknown"}
     got = classify_messages(cur["message"], load_ruleset())
     claimed = cur.with_columns(got.select("category", "rule_id")).filter(pl.col("category") != "unknown")
@@ -431,7 +431,7 @@ def test_model_upgraded_events_flow_through_the_analytics(tmp_path, shipped):
             ("03:14:07", "NVRM: Xid (PCI:0000:3b:00): 79, pid=20412, name=python3, GPU has fallen off the bus."),
             ("05:00:00", "frobnicator widget quux failed"),
         ],
-        "n3": [("02:00:00", "mlx5_core 0000:5e:00.0: firmware fatal error, syndrome 0x8, reloading the device")],
+        "n3": [("02:00:00", "ibacm: failed to resolve path to 10.1.2.3: destination unreachable")],
     }
     for node, lines in kernel.items():
         (day / "kernel" / f"{node}.log").write_text("".join(f"Nov 24 {t} {node} kernel: {m}\n" for t, m in lines))
