@@ -27,8 +27,13 @@ JOB_LABELS = (
     # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
     ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*):\s)?"),
     # a log collector's stamp
-    ("collector stamp", rf"(?:(?P<lead_z>{_STAMP_Z}):?\s+|(?P<lead_n>{_STAMP_N})\s+)?"),
-    ("srun -l task id", r"(?:(?P<srun_task>\d{1,5}):\s)?"),
+    # a log collector's stamp, or mpirun --timestamp-output's ctime glued to its tag
+    (
+        "collector stamp",
+        rf"(?:(?P<lead_z>{_STAMP_Z}):?\s+|(?P<lead_n>{_STAMP_N})\s+|(?P<lead_c>[A-Z][a-z]{{2}} [A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\s?)?",
+    ),
+    # srun -l right-aligns its task ids: " 7: " among 16 tasks
+    ("srun -l task id", r"(?:\s{0,4}(?P<srun_task>\d{1,5}):\s)?"),
     ("mpirun --tag-output", r"(?:\[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
     (
         "Ray / vLLM worker",
@@ -49,6 +54,7 @@ JOB_FIELDS = (
     "job_host",
     "lead_z",
     "lead_n",
+    "lead_c",
     "srun_task",
     "mpi_rank",
     "ray_tp",
@@ -279,7 +285,9 @@ def _from_parts(year, month, day, hms: pl.Expr) -> pl.Expr:
 #: prefix fields a wall-clock stamp is read from
 _NOT_STAMP = {"msg", "rank_label", "srun_label", "pdsh", "kmsg_pri", "kmsg_us", "mono", "rel", "inner_mono", "glog_lvl"}
 _NOT_STAMP |= {
-    f for f in JOB_ONLY_FIELDS if f not in ("lead_z", "lead_n", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
+    f
+    for f in JOB_ONLY_FIELDS
+    if f not in ("lead_z", "lead_n", "lead_c", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
 }
 STAMP_FIELDS = tuple(
     f for f in PREFIX_FIELDS + JOB_ONLY_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag"))
@@ -333,7 +341,9 @@ def derive_timestamps(
         .str.replace("T", " ", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
-    ctime_parts = c("ctime").str.extract_groups(r"^\S+ (?P<m>\S+)\s+(?P<d>\d+) (?P<t>\S+) (?P<y>\d{4})$")
+    ctime_parts = pl.coalesce(c("ctime"), c("lead_c")).str.extract_groups(
+        r"^\S+ (?P<m>\S+)\s+(?P<d>\d+) (?P<t>\S+) (?P<y>\d{4})$"
+    )
     ctime_m = _month_expr(ctime_parts.struct.field("m"))
     ctime_ts = _from_parts(
         ctime_parts.struct.field("y"), ctime_m, ctime_parts.struct.field("d"), ctime_parts.struct.field("t")

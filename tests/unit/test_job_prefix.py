@@ -165,6 +165,26 @@ CASES = [
         "absolute",
         "container-e275-1553839402050-12124-01-000057:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
     ),
+    # mpirun --timestamp-output: a ctime glued to the tag (github.com/openucx/ucx/issues/2501)
+    (
+        "Tue Apr 10 02:29:25 2018[1,383]<stderr>:[clx-orion-095:15382:0:15382]    ud_iface.c:781  Fatal: transport error: Endpoint timeout",
+        "clx-orion-095",
+        383,
+        None,
+        "2018-04-10T02:29:25.000000",
+        "naive_utc",
+        "[clx-orion-095:15382:0:15382]    ud_iface.c:781  Fatal: transport error: Endpoint timeout",
+    ),
+    # srun -l right-aligns its task ids (github.com/awslabs/awsome-distributed-ai/issues/445)
+    (
+        " 7: [rank80]: urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
+        None,
+        80,
+        None,
+        None,
+        "none",
+        "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
+    ),
     # collector stamp (naive) before a rank label
     (
         "2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB. GPU 3 has a total capacity of 79.10 GiB of which 98.00 MiB is free. Process 387746 has 78.89 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch, and 765.81 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
