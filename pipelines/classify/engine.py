@@ -294,22 +294,28 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
 
 
 _FALLBACK_COLS = ("_fid", "_fcat", "_ffam", "_fact")
+# a snake_case name holding a lower-case letter (error codes such as CUDA_ERROR_X are kept)
+_SNAKE = r"\b[A-Za-z0-9]*[a-z][A-Za-z0-9]*_\w*|\b\w*_[A-Za-z0-9]*[a-z]\w*"
 
 
 def _fall_back(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
     """The first models/fallback.yaml entry each unmatched error-word line contains (its name,
     category, family, action; null: none), tried on those lines alone."""
     todo = cand.filter(pl.col("rule_idx").is_null() & pl.col("_err")).select("_row", "msg")
+    # error words only inside a snake_case name (has_simulated_crash_happened, train/class_error)
+    # say nothing: such a line is benign
+    named = ~pl.col("msg").str.replace_all(_SNAKE, " ").str.contains(rs.error_regex)
     first = pl.lit(None, pl.Int32)
     for i, e in reversed(list(enumerate(rs.fallback))):
         first = pl.when(pl.col("msg").str.contains(e.pattern)).then(pl.lit(i, pl.Int32)).otherwise(first)
+    first = pl.when(named).then(pl.lit(-1, pl.Int32)).otherwise(first)
     entries = pl.DataFrame(
         {
-            "_fi": pl.Series(range(len(rs.fallback)), dtype=pl.Int32),
-            "_fid": [e.name for e in rs.fallback],
-            "_fcat": [e.category for e in rs.fallback],
-            "_ffam": [e.family for e in rs.fallback],
-            "_fact": [e.action for e in rs.fallback],
+            "_fi": pl.Series([-1, *range(len(rs.fallback))], dtype=pl.Int32),
+            "_fid": ["identifier", *(e.name for e in rs.fallback)],
+            "_fcat": ["benign", *(e.category for e in rs.fallback)],
+            "_ffam": [None, *(e.family for e in rs.fallback)],
+            "_fact": [None, *(e.action for e in rs.fallback)],
         },
         schema={"_fi": pl.Int32, **dict.fromkeys(_FALLBACK_COLS, pl.String)},
     )

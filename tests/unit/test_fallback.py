@@ -71,3 +71,13 @@ def test_a_placed_line_has_the_entrys_family_and_action_and_a_warning_severity()
         ("nic", "warning", "check_network"),
         (None, "info", "none"),
     ]
+
+
+def test_error_words_only_inside_snake_case_names_or_in_a_tolerated_error_are_benign():
+    got = verdicts(
+        "Resuming from checkpoint, setting has_simulated_crash_happened to True!",  # NVIDIA/NeMo resiliency demo
+        "Error getting the graphics pids for GPU 0. Status = -32 skipping check.",  # DCGM nvvs.log
+        "state ZPOOL_STATUS_FAILING_DEV reported",  # an upper-case error code stays an error
+    )
+    assert [c for c, _ in got] == ["benign", "benign", "unknown"]
+    assert [r for _, r in got][:2] == ["fallback:identifier", "fallback:tolerated"]
