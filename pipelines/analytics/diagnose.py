@@ -4,6 +4,7 @@ engine (``attribution.attribute_failures``); docs/diagnose.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import sys
@@ -149,7 +150,8 @@ def diagnose(
         raise DiagnoseError("a kernel log on stdin (--kernel -) needs exactly one --node")
     for path in (*logs, *kernel):
         readable(path)
-    rs = rs or load_ruleset()
+    # the verdict reads only the rank lines of the marker pass (not progress or checkpoints)
+    rs = dataclasses.replace(rs or load_ruleset(), marker_kinds=("rank",))
     notes: list[str] = []
     sacct_row = _sacct_job(sacct, job_id_of(logs)) if sacct else None
     if sacct_row is not None:

@@ -98,6 +98,7 @@ class RuleSet:
     version: str  # content hash of all rule data
     subsystems: tuple[Subsystem, ...] = ()  # in order: where a placed rule's subject belongs
     fallback: tuple[Fallback, ...] = ()  # in order: what an unmatched error-word line is
+    marker_kinds: tuple[str, ...] = MARKERS  # the markers the marker pass reads (diagnose: rank lines)
 
     @cached_property
     def prefilter_literals(self) -> tuple[str, ...]:
@@ -135,7 +136,7 @@ class RuleSet:
         """The progress and checkpoint rules alone, in order: what the marker pass tries
         (``classify.markers``); their keywords are its prefilter (``marker_prefilter``)."""
         return RuleSet(
-            tuple(r for r in self.rules if r.marker),
+            tuple(r for r in self.rules if r.marker in self.marker_kinds),
             self.taxonomy,
             self.xid_catalog,
             (),
@@ -146,7 +147,7 @@ class RuleSet:
     @cached_property
     def marker_prefilter(self) -> str:
         """Regex of the marker rules' keywords: a line holding none of them is no marker."""
-        lits = sorted({k for r in self.rules if r.marker for k in r.keywords})
+        lits = sorted({k for r in self.rules if r.marker in self.marker_kinds for k in r.keywords})
         return "|".join(re.escape(x) for x in lits)
 
 
