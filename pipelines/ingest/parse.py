@@ -34,7 +34,7 @@ EXC_LINE_RE = r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 # NCCL's own header ("host:pid:tid [cudaDev] NCCL INFO"), and the "[Rank N]" / "[PG 1 Rank N]"
 # that PyTorch, DeepSpeed and Megatron put in front of a message: the node and rank a job line
 # names when no rule or launcher label does.
-NCCL_HOST_RE = r"^([\w.-]+):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
+NCCL_HOST_RE = r"^([\w.][\w.-]*):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
 # UCX's logger: "[1481207870.065269] [host:pid:thread]  file.c:257  UCX  ERROR ..." (its epoch
 # stamp reads as a raw dmesg stamp and is stripped with the prefix; the host stays in the message)
 UCX_HOST_RE = r"^\[([\w.-]+):\d+:\d+(?::\d+)?\]\s+[\w.]+\.[ch]:\d+\s"
@@ -946,7 +946,7 @@ def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, 
     if not any_job:
         job_node, job_rank = [], []
     node_from_line = pl.coalesce(
-        pl.col("node"),
+        pl.when(pl.col("node") != "-").then(pl.col("node")),  # NCCL prints "-" for a hidden host
         *[pl.when(is_job).then(x) for x in job_node],
         pdsh,
         pl.col("job_host"),

@@ -25,16 +25,17 @@ _TQDM = r"(?:[^|]{0,80}?:)?\s*\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[
 JOB_LABELS = (
     # pdsh / clush / DeepSpeed's multi-node launcher: "worker-5: " (a host name holds a digit,
     # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
-    ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*):\s)?"),
+    ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*|\d{1,3}(?:\.\d{1,3}){3}):\s)?"),
     # a log collector's stamp
     # a log collector's stamp, or mpirun --timestamp-output's ctime glued to its tag
     (
         "collector stamp",
-        rf"(?:(?P<lead_z>{_STAMP_Z}):?\s+|(?P<lead_n>{_STAMP_N})\s+|(?P<lead_c>[A-Z][a-z]{{2}} [A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\s?)?",
+        rf"(?:(?P<lead_z>{_STAMP_Z}):?\s+|(?P<lead_zs>{_STAMP_N} [+-]\d\d:?\d\d)\s+|(?P<lead_n>{_STAMP_N})\s+|(?P<lead_c>[A-Z][a-z]{{2}} [A-Z][a-z]{{2}} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\s?)?",
     ),
     # srun -l right-aligns its task ids: " 7: " among 16 tasks
     ("srun -l task id", r"(?:\s{0,4}(?P<srun_task>\d{1,5}):\s)?"),
-    ("mpirun --tag-output", r"(?:\[\d+,(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
+    # mpirun --tag-output "[1,12]<stdout>:", horovodrun's "[12]<stderr>:"
+    ("mpirun --tag-output", r"(?:\[(?:\d+,)?(?P<mpi_rank>\d+)\]<(?:stdout|stderr)>:)?"),
     (
         "Ray / vLLM worker",
         rf"(?:{_ANSI}?\((?:raylet|[A-Za-z]\w*(?: TP(?P<ray_tp>\d+)| rank=(?P<ray_rank>\d+))?"
@@ -44,7 +45,7 @@ JOB_LABELS = (
     # "[default3]:" (role and local rank), then PyTorch's own "[rank12]:" (sometimes twice); a
     # paste's "[1830] " line number may stand in front of either
     ("torchrun --tee local rank", r"(?:(?:\[\d{3,7}\]\s)?\[default(?P<local_rank>\d+)\]:)?"),
-    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?P<job_rank>\d+)\]:(?:\[rank\d+\]:)?\s?)?"),
+    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?P<job_rank>\d+)\](?::(?:\[rank\d+\]:)?\s?|\s))?"),
     ("tqdm bar", rf"(?:{_TQDM})?"),
 )
 JOB_LABEL_RE = "^" + "".join(rx for _name, rx in JOB_LABELS) + r"(?P<rest>.*)$"
@@ -53,6 +54,7 @@ JOB_FIELDS = (
     "stepd",
     "job_host",
     "lead_z",
+    "lead_zs",
     "lead_n",
     "lead_c",
     "srun_task",
@@ -287,7 +289,7 @@ _NOT_STAMP = {"msg", "rank_label", "srun_label", "pdsh", "kmsg_pri", "kmsg_us", 
 _NOT_STAMP |= {
     f
     for f in JOB_ONLY_FIELDS
-    if f not in ("lead_z", "lead_n", "lead_c", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
+    if f not in ("lead_z", "lead_zs", "lead_n", "lead_c", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
 }
 STAMP_FIELDS = tuple(
     f for f in PREFIX_FIELDS + JOB_ONLY_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag"))
@@ -326,6 +328,7 @@ def derive_timestamps(
         c("talos"),
         c("mmfs").str.replace("_", "T", literal=True),
         c("lead_z"),
+        c("lead_zs").str.replace(" ", "T", literal=True).str.replace(r" ([+-])", "$1"),
         c("tc"),
     )
     zoned = (

@@ -175,6 +175,36 @@ CASES = [
         "naive_utc",
         "[clx-orion-095:15382:0:15382]    ud_iface.c:781  Fatal: transport error: Endpoint timeout",
     ),
+    # horovodrun's tag has no job number (github.com/horovod/horovod/issues/2097)
+    (
+        "Fri Sep 25 16:52:36 2020[1]<stderr>:2020-09-25 16:52:36.515479: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1746] Adding visible gpu devices: 1",
+        None,
+        1,
+        None,
+        "2020-09-25T16:52:36.000000",
+        "naive_utc",
+        "2020-09-25 16:52:36.515479: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1746] Adding visible gpu devices: 1",
+    ),
+    # a rank label with a space instead of the colon (github.com/marin-community/marin/issues/7650)
+    (
+        "[rank3] WatchTasksAsync failed for task 3: UNAVAILABLE: failed to connect to all addresses",
+        None,
+        3,
+        None,
+        None,
+        "none",
+        "WatchTasksAsync failed for task 3: UNAVAILABLE: failed to connect to all addresses",
+    ),
+    # pdsh / DeepSpeed with an IP address for the host (github.com/huggingface/accelerate/issues/1317)
+    (
+        "104.171.201.171: │ ❱  81 │   │   torch.distributed.barrier()                                    │",
+        "104.171.201.171",
+        None,
+        None,
+        None,
+        "none",
+        "│ ❱  81 │   │   torch.distributed.barrier()                                    │",
+    ),
     # srun -l right-aligns its task ids (github.com/awslabs/awsome-distributed-ai/issues/445)
     (
         " 7: [rank80]: urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
@@ -184,6 +214,16 @@ CASES = [
         None,
         "none",
         "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
+    ),
+    # a collector stamp with its zone after a space, then Python logging's (github.com/NVIDIA/nccl/issues/1905)
+    (
+        "2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL WARN communicator encountered a fatal error (detected in ncclIbTest)",
+        "h100-28",
+        None,
+        None,
+        "2025-11-09T07:39:31.043000",
+        "absolute",
+        "h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL WARN communicator encountered a fatal error (detected in ncclIbTest)",
     ),
     # collector stamp (naive) before a rank label
     (
