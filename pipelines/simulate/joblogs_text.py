@@ -256,11 +256,7 @@ PY_EXCEPTIONS = (  # (failing code line, exception line); {shard} is filled per 
         "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
     ),
     ('assert not torch.isnan(loss), "loss is NaN"', "AssertionError: loss is NaN"),
-    (
-        "client.download_file(bucket, key, local_path)",
-        "botocore.exceptions.ConnectionClosedError: Connection was closed before we received a valid response from "
-        'endpoint URL: "https://s3.us-east-1.amazonaws.com/ckpt-bucket/step_{shard}/model.pt".',
-    ),
+    ("import torch", "OSError: libmkl_intel_lp64.so.3: cannot open shared object file"),  # saforem2/ezpz#222
     ("from flash_attn import flash_attn_func", "ModuleNotFoundError: No module named 'flash_attn'"),
     ("hidden = self.norm(hidden)", "AttributeError: 'NoneType' object has no attribute 'shape'"),
 )

@@ -16,15 +16,15 @@ def job_lines():
 
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
-    assert s["failure_lines"] >= 830 and s["benign_lines"] >= 1920
-    assert s["detection"] >= 0.986
+    assert s["failure_lines"] >= 870 and s["benign_lines"] >= 2030
+    assert s["detection"] >= 0.985
     assert s["category"] >= 0.933
-    assert s["unknown_share"] <= 0.057
-    assert s["false_alarms"] <= 18 and s["missed"] <= 20
+    assert s["unknown_share"] <= 0.056
+    assert s["false_alarms"] <= 20 and s["missed"] <= 22
 
 
 def test_job_context_lines_carry_their_event(job_lines):
-    assert corpus.score(job_lines)["context_category"] >= 0.593
+    assert corpus.score(job_lines)["context_category"] >= 0.59
 
 
 @pytest.mark.parametrize("field", ["rank", "node"])
