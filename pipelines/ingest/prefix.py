@@ -26,7 +26,6 @@ JOB_LABELS = (
     # pdsh / clush / DeepSpeed's multi-node launcher: "worker-5: " (a host name holds a digit,
     # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
     ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*|\d{1,3}(?:\.\d{1,3}){3}):\s)?"),
-    # a log collector's stamp
     # a log collector's stamp, or mpirun --timestamp-output's ctime glued to its tag
     (
         "collector stamp",

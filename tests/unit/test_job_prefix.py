@@ -205,6 +205,16 @@ CASES = [
         "none",
         "│ ❱  81 │   │   torch.distributed.barrier()                                    │",
     ),
+    # NCCL prints "-" for a host it hides: no node (github.com/mosaicml/diffusion/issues/110)
+    (
+        "-:6015:6224 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer draw4<59227>",
+        None,
+        None,
+        None,
+        None,
+        "none",
+        "-:6015:6224 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer draw4<59227>",
+    ),
     # srun -l right-aligns its task ids (github.com/awslabs/awsome-distributed-ai/issues/445)
     (
         " 7: [rank80]: urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
