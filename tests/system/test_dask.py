@@ -4,6 +4,7 @@ executor) and with Dagster's multiprocess executor, with the same lake as in-pro
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 
 import dagster as dg
@@ -17,18 +18,67 @@ from faultline.launch.local import QUIET, batches, run_pipeline, select_partitio
 TOTALS = ("partitions", "files", "lines", "events", "quarantined")
 
 
+#: seconds one run_on_dask call may take here (it takes a few): past it the test fails and
+#: prints what the scheduler and the workers were doing, instead of holding the suite
+DEADLINE_S = 300
+
+
 @pytest.fixture
 def dask_cluster():
-    """A scheduler and two single-threaded worker processes on localhost; closed even when
-    the test fails (the context managers)."""
+    """A scheduler and two single-threaded worker processes on localhost, without memory limits
+    (a paused worker would wait forever); closed even when the test fails."""
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1"
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,
+            dashboard_address=None,
+            host="127.0.0.1",
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
         client.wait_for_workers(2, timeout=60)
         yield cluster, client
+
+
+def _stacks() -> str:
+    """Every thread's stack in this process (a worker's, when run there by ``client.run``)."""
+    import traceback
+
+    return "\n".join(f"--- {tid}\n" + "".join(traceback.format_stack(f)) for tid, f in sys._current_frames().items())
+
+
+def _bounded(client, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a daemon thread; past ``DEADLINE_S`` the test fails with the
+    scheduler's task states, the workers' status and every thread's stack."""
+    import threading
+
+    out: dict = {}
+
+    def body():
+        try:
+            out["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # re-raised in the test
+            out["error"] = exc
+
+    t = threading.Thread(target=body, name="dask-test-run", daemon=True)
+    t.start()
+    t.join(DEADLINE_S)
+    if t.is_alive():
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+        info = client.scheduler_info()
+        workers = {a: (w.get("status"), w.get("metrics", {}).get("memory")) for a, w in info["workers"].items()}
+        pytest.fail(
+            f"run_on_dask still running after {DEADLINE_S} s\nworkers: {workers}\n"
+            f"processing: {client.processing()}\nhere:\n{_stacks()}\nworkers:\n"
+            + "\n".join(f"== {a}\n{s}" for a, s in client.run(_stacks, nanny=False).items())
+        )
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def _executed(dask_worker) -> dict[str, int]:
@@ -49,7 +99,9 @@ def test_dask_matches_in_process_run(dask_cluster, landing, tmp_path):
     cluster, client = dask_cluster
     before = client.run(_executed)
     seen = []
-    on_dask = run_on_dask(
+    on_dask = _bounded(
+        client,
+        run_on_dask,
         landing,
         tmp_path / "dask",
         cluster.scheduler_address,
@@ -76,7 +128,7 @@ def test_dask_matches_in_process_run(dask_cluster, landing, tmp_path):
     assert on_dask["dask"]["runs"] == 2  # two range runs in flight at once
 
     # again, into the same warehouse, one run at a time, then the analytics here: the same lake
-    again = run_on_dask(landing, tmp_path / "dask", cluster.scheduler_address, concurrent_runs=1)
+    again = _bounded(client, run_on_dask, landing, tmp_path / "dask", cluster.scheduler_address, concurrent_runs=1)
     assert lake_hashes(tmp_path / "dask") == hashes
     assert {k: again[k] for k in TOTALS} == {k: local[k] for k in TOTALS}
     assert again["analytics"] and (tmp_path / "dask" / "report.html").is_file()
