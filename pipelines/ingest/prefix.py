@@ -41,10 +41,10 @@ JOB_LABELS = (
         rf" pid=\d+(?:, ip=(?P<ray_ip>\d{{1,3}}(?:\.\d{{1,3}}){{3}}))?)\){_ANSI}?\s?)?",
     ),
     ("torchx / NeMo-Run replica", r"(?:[A-Za-z][\w.-]{2,}/\d{1,4}\s(?:\[(?P<tx_local_rank>\d+)\]:)?)?"),
-    # "[default3]:" (role and local rank), then PyTorch's own "[rank12]:" (sometimes twice); a
-    # paste's "[1830] " line number may stand in front of either
+    # "[default3]:" (role and local rank), then PyTorch's own "[rank12]:" (sometimes twice) or
+    # Lightning's "[rank: 3] "; a paste's "[1830] " line number may stand in front of either
     ("torchrun --tee local rank", r"(?:(?:\[\d{3,7}\]\s)?\[default(?P<local_rank>\d+)\]:)?"),
-    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?P<job_rank>\d+)\](?::(?:\[rank\d+\]:)?\s?|\s))?"),
+    ("PyTorch rank", r"(?:(?:\[\d{3,7}\]\s)?\[rank(?:: )?(?P<job_rank>\d+)\](?::(?:\[rank\d+\]:)?\s?|\s))?"),
     ("tqdm bar", rf"(?:{_TQDM})?"),
 )
 JOB_LABEL_RE = "^" + "".join(rx for _name, rx in JOB_LABELS) + r"(?P<rest>.*)$"

@@ -43,6 +43,8 @@ CASES = [
         "yearless",
         "[PG 0 (default_pg) Rank 12] Process group watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered",
     ),
+    # Lightning's rank label (declare-lab/flan-alpaca#17)
+    ("[rank: 3] Global seed set to 42", None, 3, None, None, "none", "Global seed set to 42"),
     # tee local rank alone
     (
         "[default3]:  what():  CUDA error: unknown error",
