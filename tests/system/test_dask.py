@@ -3,8 +3,9 @@ executor) and with Dagster's multiprocess executor, with the same lake as in-pro
 
 from __future__ import annotations
 
+import faulthandler
 import os
-import sys
+import threading
 from collections import Counter
 
 import dagster as dg
@@ -42,18 +43,9 @@ def dask_cluster():
         yield cluster, client
 
 
-def _stacks() -> str:
-    """Every thread's stack in this process (a worker's, when run there by ``client.run``)."""
-    import traceback
-
-    return "\n".join(f"--- {tid}\n" + "".join(traceback.format_stack(f)) for tid, f in sys._current_frames().items())
-
-
 def _bounded(client, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` in a daemon thread; past ``DEADLINE_S`` the test fails with the
-    scheduler's task states, the workers' status and every thread's stack."""
-    import threading
-
+    workers' status, their running tasks' stacks and every thread's stack here (on stderr)."""
     out: dict = {}
 
     def body():
@@ -66,15 +58,14 @@ def _bounded(client, fn, *args, **kwargs):
     t.start()
     t.join(DEADLINE_S)
     if t.is_alive():
-        import cloudpickle
-
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
-        info = client.scheduler_info()
-        workers = {a: (w.get("status"), w.get("metrics", {}).get("memory")) for a, w in info["workers"].items()}
+        faulthandler.dump_traceback(all_threads=True)
+        workers = {
+            a: (w.get("status"), w.get("metrics", {}).get("memory"))
+            for a, w in client.scheduler_info()["workers"].items()
+        }
         pytest.fail(
             f"run_on_dask still running after {DEADLINE_S} s\nworkers: {workers}\n"
-            f"processing: {client.processing()}\nhere:\n{_stacks()}\nworkers:\n"
-            + "\n".join(f"== {a}\n{s}" for a, s in client.run(_stacks, nanny=False).items())
+            f"processing: {client.processing()}\ntask stacks: {client.call_stack()}"
         )
     if "error" in out:
         raise out["error"]
