@@ -32,7 +32,12 @@ DEFAULT_ACTION = {
     "unknown": "none",
 }
 # a category the reading of the cascade gave (not the deciding line's rule): its action
-_RELABEL_ACTION = {"host": "restart_job", "storage": "check_storage"}
+_RELABEL_ACTION = {
+    "host": "restart_job",
+    "storage": "check_storage",
+    "gpu_hardware": "reset_gpu",
+    "collective_timeout": "restart_job",
+}
 
 # How an event takes part in the cascade, read from its text (docs/analytics.md, "Reading the
 # cascade"). A transport error that only says the other side went away reports a peer's death:
@@ -78,6 +83,12 @@ SIGKILL_RE = (
     r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b|"
     r"Worker unexpectedly exits with a connection error code \d+\. End of file\."
 )
+# a worker aborted (SIGABRT) with no error of its own in the output: the C++ runtime's abort,
+# which is how the NCCL watchdog ends a rank whose collective timed out
+SIGABRT_RE = r"exitcode\s*:\s*-6\b|terminated with signal SIGABRT|signal 6 \(SIGABRT\) received|return code = -6\b"
+# CUDA's "unknown error" raised while the job ran (no rule can place it): what a GPU that
+# faulted mid-run returns to every call, so the GPU is the suspect where nothing else is
+CUDA_UNKNOWN_RE = r"CUDA error: unknown error|\bcudaErrorUnknown\b"
 # the launcher tearing down the other workers after one failed: its reaction, not a notice of
 # its own; the worker's failure it reacts to (``failed (exitcode: -6) local_rank: 3``) says more
 TEARDOWN_RE = (
@@ -340,6 +351,8 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         _teardown=raw.str.contains(TEARDOWN_RE),
         _exhausted=worker & raw.str.contains(EXHAUSTION_RE),
         _sigkill=worker & raw.str.contains(SIGKILL_RE),
+        _sigabrt=worker & raw.str.contains(SIGABRT_RE),
+        _cuda_unknown=cat.is_in(["unknown", "collective_timeout"]) & raw.str.contains(CUDA_UNKNOWN_RE),
         _exhaustion=cat.is_in(["host", "user_app", "unknown", "scheduler"])
         & raw.str.contains(EXHAUSTION_RE)
         & ~raw.str.contains(WORKER_RE),
@@ -433,6 +446,8 @@ def _decide(
         pl.col("event_id").filter(pl.col("_exhausted")).first().alias("x_event_id"),
         pl.col("event_id").filter(pl.col("_worker")).first().alias("k_event_id"),
         pl.col("event_id").filter(pl.col("_sigkill")).first().alias("s_event_id"),
+        pl.col("event_id").filter(pl.col("_sigabrt")).first().alias("b_event_id"),
+        pl.col("event_id").filter(pl.col("_cuda_unknown")).first().alias("g_event_id"),
         pl.col("event_id")
         .filter((cat == "scheduler") & ~pl.col("_worker") & ~pl.col("_teardown") & ~pl.col("_placed"))
         .first()
@@ -484,6 +499,10 @@ def _decide(
         .then(pl.lit("checkpoint_write"))
         .when(no_c & has("s") & ~has("o") & quiet)
         .then(pl.lit("sigkill"))
+        .when(no_c & has("g") & ~has("w"))
+        .then(pl.lit("cuda_unknown"))
+        .when(no_c & has("b") & ~has("o") & quiet)
+        .then(pl.lit("sigabrt"))
     )
     dec = (
         pl.when(pl.col("_how") == "desync")
@@ -494,14 +513,18 @@ def _decide(
         .then(pl.coalesce("c_event_id", "x_event_id"))
         .when(pl.col("_how") == "sigkill")
         .then("s_event_id")
+        .when(pl.col("_how") == "cuda_unknown")
+        .then("g_event_id")
+        .when(pl.col("_how") == "sigabrt")
+        .then("b_event_id")
         .otherwise("c_event_id")
     )
     firsts = firsts.with_columns(_how=how).with_columns(
         _dec=pl.coalesce(dec, "w_event_id", "t_event_id", "p_event_id", "q_event_id", "u_event_id"),
         chosen=pl.when(pl.col("_how").is_in(["exhaustion", "exhaustion_named"]))
         .then(pl.lit("exhaustion"))
-        .when(pl.col("_how") == "sigkill")
-        .then(pl.lit("sigkill"))
+        .when(pl.col("_how").is_in(["sigkill", "cuda_unknown", "sigabrt"]))
+        .then(pl.col("_how"))
         .when(has("c"))
         .then(pl.when(c_user | (pl.col("_how") == "desync")).then(pl.lit("user")).otherwise(pl.lit("hw")))
         .when(has("w"))
@@ -572,7 +595,7 @@ def _decide(
     by_state = (
         chosen.is_null()
         | (chosen.is_in(["unknown", "peer"]) & st.is_in(list(_STATE_CAUSE)))
-        | (chosen.is_in(["user", "sigkill"]) & scheduler_ended)
+        | (chosen.is_in(["user", "sigkill", "sigabrt"]) & scheduler_ended)
     )
     # the dumps show ranks that never joined the collective the others wait in: they were
     # behind in the program, the taxonomy's collective desync, whatever the network said
@@ -591,6 +614,10 @@ def _decide(
         .then(pl.lit("storage"))
         .when(how == "sigkill")
         .then(pl.lit("host"))
+        .when(how == "cuda_unknown")
+        .then(pl.lit("gpu_hardware"))
+        .when(how == "sigabrt")
+        .then(pl.lit("collective_timeout"))
         .when(chosen == "peer")
         .then(pl.lit("unknown"))
         .otherwise(pl.col("category"))
@@ -598,8 +625,10 @@ def _decide(
     conf = (
         pl.when(by_state)
         .then(st_conf)
-        .when(how == "sigkill")
+        .when(how.is_in(["sigkill", "cuda_unknown"]))
         .then(0.5)
+        .when(how == "sigabrt")
+        .then(0.4)
         .when(how.is_not_null())
         .then(0.8)
         .when(chosen == "hw")
@@ -614,7 +643,7 @@ def _decide(
         .then(0.7)
         .otherwise(0.3)
     )
-    specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill"])
+    specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill", "cuda_unknown", "sigabrt"])
     # a scheduler's notice, or an error no rule can place, still says where it was printed
     located = (chosen == "sched") | ((chosen == "unknown") & ~by_state)
     culprit_rank = (

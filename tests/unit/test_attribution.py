@@ -297,7 +297,41 @@ def test_a_worker_killed_by_sigkill_with_no_other_word_is_the_host():
     assert verdict(j)[0] == "collective_timeout"
     # another signal (SIGABRT: the watchdog's own abort) says nothing of the host
     j = decide([(1, "scheduler", killed.replace("exitcode: -9", "exitcode: -6"), None)])
-    assert verdict(j)[:2] == ("scheduler", "job:rule_1")
+    assert verdict(j)[0] != "host"
+
+
+def test_a_worker_aborted_with_no_other_word_is_the_watchdogs_abort():
+    """torchrun's -6 (SIGABRT, tests/fixtures/jobs/dev/torchtune-2093-...) with no error of the
+    worker's own in the output: the NCCL watchdog's abort, a collective timeout at low
+    confidence; the worker's own error, or a scheduler's notice, decides instead."""
+    aborted = text("torchtune-2093-save-checkpoint-timeout-glog", 10)
+    j = decide([(10, "scheduler", aborted, None)])
+    assert verdict(j)[:2] == ("collective_timeout", "job:rule_10+sigabrt") and j["confidence"] == 0.4
+    assert j["action"] == "restart_job"
+    j = decide([(10, "scheduler", aborted, None), (11, "scheduler", STEP_CANCELLED, None)])
+    assert verdict(j)[:2] == ("scheduler", "job:rule_10")
+    oom = "nccl-1235-narval-socket-closed-after-cuda-oom"
+    j = decide([(10, "scheduler", aborted, None), (14, "user_app", text(oom, 14), None)])
+    assert verdict(j)[:2] == ("user_app", "job:rule_14")
+
+
+def test_cudas_unknown_error_mid_run_with_nothing_else_is_the_gpu():
+    """CUDA's "unknown error" re-raised by the watchdog (tests/fixtures/jobs/dev/deepspeed-4648-...,
+    and BLOOM's bs-tr11-2022-03-21-... where one GPU died): the GPU at half confidence; a
+    specific error of the job's own before it decides instead."""
+    unknown = text("deepspeed-4648-2xh100-watchdog-cuda-unknown-error", 1)
+    j = decide([(1, "unknown", unknown, 0)])
+    assert verdict(j) == ("gpu_hardware", "job:rule_1+cuda_unknown", "n1", 0)
+    assert j["confidence"] == 0.5 and j["action"] == "reset_gpu"
+    what = text("bs-tr11-2022-03-21-gpu-unknown-error", 2)
+    assert verdict(decide([(2, "unknown", what, None)]))[:2] == ("gpu_hardware", "job:rule_2+cuda_unknown")
+    oom = "nccl-1235-narval-socket-closed-after-cuda-oom"
+    j = decide([(1, "unknown", unknown, 0), (14, "user_app", text(oom, 14), None)])
+    assert verdict(j)[:2] == ("user_app", "job:rule_14")
+    # another CUDA error re-raised the same way names its own category
+    assert verdict(decide([(1, "unknown", unknown.replace("unknown error", "an illegal memory access"), 0)]))[0] != (
+        "gpu_hardware"
+    )
 
 
 def test_a_bus_error_alone_is_the_hosts_exhausted_memory():
@@ -398,6 +432,6 @@ def test_the_launchers_teardown_of_the_other_workers_is_not_what_ended_the_job()
     and the teardown is no scheduler's notice that would rule out a SIGKILL's reading."""
     tt = "torchtune-2093-save-checkpoint-timeout-glog"
     j = decide([(3, "scheduler", text(tt, 3), None), (10, "scheduler", text(tt, 10), None)])
-    assert verdict(j)[:2] == ("scheduler", "job:rule_10")
+    assert verdict(j)[:2] == ("collective_timeout", "job:rule_10+sigabrt")
     j = decide([(3, "scheduler", text(tt, 3), None), (4, "scheduler", WORKER_KILLED.rstrip("\n"), None)])
     assert verdict(j)[:2] == ("host", "job:rule_4+sigkill")
