@@ -95,6 +95,14 @@ TEARDOWN_RE = (
     r"Sending process \d+ closing signal SIG\w+|Unable to shutdown process \d+ via \d+, forcefully exit|"
     r"Closing process \d+ via signal SIG\w+"
 )
+# srun's report that a task's program died of itself (a non-zero exit, a segfault, an abort): the
+# program's death, not the scheduler's act; the tasks srun kills after it, and the step's
+# cancellation with no reason given, are its teardown
+SRUN_TASK_DIED_RE = r"srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code [1-9]\d*|Segmentation fault|Aborted)"
+SRUN_TASK_KILLED_RE = (
+    r"srun: error: \S+: tasks? [\d,-]+: (?:Killed|Terminated)\s*$|"
+    r"srun: (?:launch/slurm: _step_signal: Terminating|Force Terminated) StepId=|srun: Job step aborted"
+)
 RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
 # NCCL's line header "HOST:PID:TID [CUDADEV]" (behind any launcher label): the process a line is of
@@ -320,9 +328,10 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
     peer_text = raw.str.contains(PEER_GONE_RE) & ~raw.str.contains(TRANSPORT_FAULT_RE)
     # the model's guess for a rule-unknown line does not outweigh what its text says of a peer
     guessed = pl.col("rule_id").fill_null("").str.starts_with("model:") & peer_text & ~cat.is_in(["network", "unknown"])
+    died = (cat == "scheduler") & raw.str.contains(SRUN_TASK_DIED_RE)
     ev = ev.with_columns(
-        category=pl.when(guessed).then(pl.lit("unknown")).otherwise(cat),
-        domain=pl.when(guessed).then(pl.lit("unknown")).otherwise(pl.col("domain")),
+        category=pl.when(guessed | died).then(pl.lit("unknown")).otherwise(cat),
+        domain=pl.when(guessed | died).then(pl.lit("unknown")).otherwise(pl.col("domain")),
     )
     peer = cat.is_in(["network", "unknown"]) & peer_text
     # an error line no rule names, placed by the subsystem it mentions (models/fallback.yaml):
@@ -348,7 +357,14 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
         _placed=placed,
         _desync=user & raw.str.contains(DESYNC_RE),
         _worker=worker,
-        _teardown=raw.str.contains(TEARDOWN_RE),
+        _teardown=raw.str.contains(TEARDOWN_RE)
+        | (
+            raw.str.contains(SRUN_TASK_KILLED_RE + r"|\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*")
+            & (
+                pl.col("line_no")
+                > pl.col("line_no").filter(raw.str.contains(SRUN_TASK_DIED_RE)).min().over([*JOB_KEY, "source"])
+            ).fill_null(False)
+        ),
         _exhausted=worker & raw.str.contains(EXHAUSTION_RE),
         _sigkill=worker & raw.str.contains(SIGKILL_RE),
         _sigabrt=worker & raw.str.contains(SIGABRT_RE),
@@ -458,7 +474,10 @@ def _decide(
         pl.col("raw").filter(pl.col("_peer")).str.extract(PEER_HOST_RE, 1).drop_nulls().first().alias("_peer_host"),
         pl.coalesce(
             pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_teardown") & ~pl.col("_placed")).first(),
-            pl.col("event_id").filter((cat == "scheduler") & ~pl.col("_placed")).first(),
+            # a teardown decides only where no error of the job's own, however unplaced, does
+            pl.col("event_id")
+            .filter((cat == "scheduler") & ~pl.col("_placed") & ~((cat == "unknown") | pl.col("_placed")).any())
+            .first(),
         ).alias("q_event_id"),
         pl.col("event_id").filter((cat == "unknown") | pl.col("_placed")).first().alias("u_event_id"),
         pl.col("repeats").fill_null(1).sum().alias("_n_evidence"),

@@ -435,3 +435,16 @@ def test_the_launchers_teardown_of_the_other_workers_is_not_what_ended_the_job()
     assert verdict(j)[:2] == ("collective_timeout", "job:rule_10+sigabrt")
     j = decide([(3, "scheduler", text(tt, 3), None), (4, "scheduler", WORKER_KILLED.rstrip("\n"), None)])
     assert verdict(j)[:2] == ("host", "job:rule_4+sigkill")
+
+
+def test_srun_reporting_a_tasks_own_death_is_not_the_schedulers_act():
+    """srun's "task 5: Exited with exit code 1" (tests/fixtures/jobs/dev/deit-102-...) reports the
+    program's death: the step's termination, the step's cancellation and the tasks srun kills
+    after it are its teardown, so the verdict is unknown (placed where the line says); a cancellation
+    printed before any task died is still the scheduler's act."""
+    deit = "deit-102-srun-task5-exit1-others-killed"
+    rows = [(n, "scheduler", text(deit, n), None) for n in (1, 2, 3, 4)]
+    j = decide(rows)
+    assert verdict(j)[:2] == ("unknown", "job:rule_1") and j["confidence"] == 0.3
+    j = decide([(1, "scheduler", STEP_CANCELLED, None), *[(n + 1, c, t, r) for n, c, t, r in rows]])
+    assert verdict(j)[:2] == ("scheduler", "job:rule_1")
