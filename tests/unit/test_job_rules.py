@@ -363,3 +363,18 @@ def test_the_childfailederror_table_is_the_schedulers():
         "  time      : 2024-03-05_07:01:51",
     ]
     assert [c for c, _ in _verdicts(lines)] == ["scheduler"] * 8
+
+
+def test_srun_names_the_node_and_the_rank_of_a_single_dead_task():
+    """A single srun task id is the task's global rank; a range names no one rank
+    (tests/fixtures/jobs/dev/deit-102-...)."""
+    lines = [
+        "srun: error: learnfair0824: task 5: Exited with exit code 1",
+        "srun: error: learnfair0824: tasks 3,7: Killed",
+        "srun: error: learnfair0833: task 8: Killed",
+    ]
+    assert _parse(lines).per_line.sort("line_no").select("rule_id", "node", "rank").rows() == [
+        ("srun_task_exit", "learnfair0824", 5),
+        ("srun_tasks_exit", "learnfair0824", None),
+        ("srun_task_exit", "learnfair0833", 8),
+    ]
