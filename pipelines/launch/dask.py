@@ -9,6 +9,7 @@ import functools
 import os
 import pickle
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -25,6 +26,9 @@ from .local import QUIET, ProgressFn, Tally, batches, finish, partition_stats, s
 JOB_PREFIX = "faultline_dask_ingest"
 #: the default instance lives only as long as the call: no telemetry
 TEMP_INSTANCE = {"telemetry": {"enabled": False}}
+#: one Dagster run at a time in this process: a starting run reconfigures Python logging
+#: process-wide, which deadlocks against a running one's log handler (their steps still run on Dask)
+_RUN_LOCK = threading.Lock()
 
 
 def _register_sizeof() -> None:
@@ -109,7 +113,7 @@ def _dask_run(
     )
     run_config = {**QUIET, "execution": {"config": {"cluster": {"existing": {"address": address}}}}}
     tags = {**range_tags(run), "faultline/partitions": f"{run[0].relpath}..{run[-1].relpath}"}
-    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+    with _RUN_LOCK, dg.DagsterInstance.from_ref(instance_ref) as instance:
         with dg.execute_job(job, instance=instance, run_config=run_config, tags=tags) as result:
             if not result.success:
                 failures = [
@@ -141,7 +145,8 @@ def run_on_dask(
 ) -> dict:
     """Materialize the selected partitions on the Dask scheduler at ``address``; a summary like
     ``local.run_pipeline``'s, plus ``dask`` (address, runs, steps per worker). ``instance``: one the
-    workers can reach (default: a temporary one here). ``concurrent_runs``: default, worker threads."""
+    workers can reach (default: a temporary one here). ``concurrent_runs``: the range runs to cut
+    the partitions into (default: the workers' threads); they run one at a time (``_RUN_LOCK``)."""
     if instance is not None and not instance.is_persistent:
         raise ValueError("Dask execution needs a persistent DagsterInstance (the workers open its storage)")
     t0 = time.perf_counter()

@@ -116,7 +116,7 @@ def test_dask_matches_in_process_run(dask_cluster, landing, tmp_path):
     after = client.run(_executed)
     by_worker = {w: len(set(after[w]) - set(before.get(w, {}))) for w in workers}
     assert by_worker == steps
-    assert on_dask["dask"]["runs"] == 2  # two range runs in flight at once
+    assert on_dask["dask"]["runs"] == 2  # two range runs, one after the other
 
     # again, into the same warehouse, one run at a time, then the analytics here: the same lake
     again = _bounded(client, run_on_dask, landing, tmp_path / "dask", cluster.scheduler_address, concurrent_runs=1)
