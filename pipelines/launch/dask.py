@@ -24,8 +24,12 @@ from ..lake import storage
 from .local import QUIET, ProgressFn, Tally, batches, finish, partition_stats, select_partitions
 
 JOB_PREFIX = "faultline_dask_ingest"
-#: the default instance lives only as long as the call: no telemetry
-TEMP_INSTANCE = {"telemetry": {"enabled": False}}
+#: the default instance lives only as long as the call: no telemetry, and no compute-log capture
+#: (nobody could read it; its `tail` helpers wait 30 s each to die where SIGTERM is ignored)
+TEMP_INSTANCE = {
+    "telemetry": {"enabled": False},
+    "compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"},
+}
 #: one Dagster run at a time in this process: a starting run reconfigures Python logging
 #: process-wide, which deadlocks against a running one's log handler (their steps still run on Dask)
 _RUN_LOCK = threading.Lock()

@@ -13,7 +13,7 @@ import distributed
 import pytest
 from helpers.hashes import lake_hashes
 
-from faultline.launch.dask import JOB_PREFIX, location_job, run_on_dask
+from faultline.launch.dask import JOB_PREFIX, TEMP_INSTANCE, location_job, run_on_dask
 from faultline.launch.local import QUIET, batches, run_pipeline, select_partitions
 
 TOTALS = ("partitions", "files", "lines", "events", "quarantined")
@@ -123,6 +123,15 @@ def test_dask_matches_in_process_run(dask_cluster, landing, tmp_path):
     assert lake_hashes(tmp_path / "dask") == hashes
     assert {k: again[k] for k in TOTALS} == {k: local[k] for k in TOTALS}
     assert again["analytics"] and (tmp_path / "dask" / "report.html").is_file()
+
+
+def test_the_temporary_instance_captures_no_compute_logs(tmp_path):
+    """Capturing a step's output spawns ``tail`` helpers that each take 30 s to die where the
+    workers inherited an ignored SIGTERM; the call's own instance captures nothing."""
+    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+
+    with dg.DagsterInstance.local_temp(tempdir=str(tmp_path), overrides=TEMP_INSTANCE) as inst:
+        assert isinstance(inst.compute_log_manager, NoOpComputeLogManager)
 
 
 def test_dask_needs_a_persistent_instance(landing, tmp_path):
