@@ -77,10 +77,12 @@ WRITE_FAILED_RE = (
     r"No space left on device|Errno 28|ENOSPC|Input/output error|\[Errno 5\]|Stale file handle|ESTALE|"
     r"Disk quota exceeded|Read-only file system|file write failed|failed writing file"
 )
-# a worker killed by SIGKILL: with no scheduler notice and no other error, the host's OOM killer;
-# Ray's worker that vanished without a word names that first of its causes
+# a worker killed by SIGKILL (or SIGBUS): with no scheduler notice and no other error, the host's
+# OOM killer (or its shared memory, /dev/shm, run out); Ray's worker that vanished without a
+# word names the first of these causes
 SIGKILL_RE = (
     r"exitcode\s*:\s*-9\b|terminated with signal SIGKILL|signal 9 \(SIGKILL\) received|return code = -9\b|"
+    r"exitcode\s*:\s*-7\b|terminated with signal SIGBUS|signal 7 \(SIGBUS\) received|"
     r"Worker unexpectedly exits with a connection error code \d+\. End of file\."
 )
 # a worker aborted (SIGABRT) with no error of its own in the output: the C++ runtime's abort,
@@ -107,6 +109,9 @@ RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
 # NCCL's line header "HOST:PID:TID [CUDADEV]" (behind any launcher label): the process a line is of
 NCCL_PROC_RE = r"([\w.-]+):(\d+):\d+ \[(\d+)\] (?:\S+ )?\**NCCL (?:INFO|WARN)"
+#: the local rank a deciding line names: torchrun's "failed (exitcode: -9) local_rank: 7", a
+#: "[default7]:" label; on a one-node job it is the rank
+LOCAL_RANK_RE = r"\blocal_rank: (\d+)|^\[default(\d+)\]:"
 SEQ_RE = r"SeqNum=(\d+)"
 
 JOB_FAILURE_COLUMNS = [
@@ -596,9 +601,16 @@ def _decide(
         .with_columns(_proc_rank=pl.coalesce("_proc_rank", pl.col("_off") + pl.col("_dev")))
         .drop("host", "pid", "_dev", "_off")
     )
+    # hosts the job's evidence names: with the allocation, whether it ran on one node
+    hosts = ev.group_by(JOB_KEY).agg(_n_hosts=pl.col("node").drop_nulls().n_unique())
+    local = pl.coalesce("line", "raw").str.extract_groups(LOCAL_RANK_RE)
+    best = best.with_columns(
+        _local=pl.coalesce(local.struct.field("1"), local.struct.field("2")).cast(pl.Int64, strict=False)
+    )
     d = (
         failed.select(*JOB_KEY, "state", "nodes", "n_gpus", "end")
         .join(best, on=JOB_KEY, how="left")
+        .join(hosts, on=JOB_KEY, how="left")
         .join(counts, on=JOB_KEY, how="left")
         .join(same_rank, on=[*JOB_KEY, "category"], how="left")
         .join(_odd_collective(ct), on=JOB_KEY, how="left")
@@ -665,11 +677,13 @@ def _decide(
     specific = chosen.is_in(["hw", "user", "weak", "exhaustion", "sigkill", "cuda_unknown", "sigabrt"])
     # a scheduler's notice, or an error no rule can place, still says where it was printed
     located = (chosen == "sched") | ((chosen == "unknown") & ~by_state)
+    one_node = (pl.col("nodes").list.len().fill_null(0) <= 1) & (pl.col("_n_hosts").fill_null(0) <= 1)
+    one_node_rank = pl.when(one_node).then(pl.col("_local"))
     culprit_rank = (
         pl.when(desync & pl.col("_hang_rank").is_not_null())
         .then(pl.col("_hang_rank"))
         .when(specific | located)
-        .then(pl.coalesce(pl.col("rank"), pl.col("_proc_rank"), pl.col("_same_rank")))
+        .then(pl.coalesce(pl.col("rank"), pl.col("_proc_rank"), pl.col("_same_rank"), one_node_rank))
         .when(chosen == "ct")
         .then(pl.col("_hang_rank"))
     )

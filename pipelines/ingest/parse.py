@@ -35,9 +35,10 @@ EXC_LINE_RE = r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 # that PyTorch, DeepSpeed and Megatron put in front of a message: the node and rank a job line
 # names when no rule or launcher label does.
 NCCL_HOST_RE = r"^([\w.][\w.-]*):\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN)"
-# UCX's logger: "[1481207870.065269] [host:pid:thread]  file.c:257  UCX  ERROR ..." (its epoch
-# stamp reads as a raw dmesg stamp and is stripped with the prefix; the host stays in the message)
-UCX_HOST_RE = r"^\[([\w.-]+):\d+:\d+(?::\d+)?\]\s+[\w.]+\.[ch]:\d+\s"
+# UCX's logger: "[1481207870.065269] [host:pid:thread]  file.c:257  UCX  ERROR ..." (older releases
+# pad the pid with spaces; the epoch stamp reads as a raw dmesg stamp and is stripped with the
+# prefix; the host stays in the message)
+UCX_HOST_RE = r"^\[([\w.-]+):\d+ *:\d+(?::\d+)?\]\s+[\w.]+\.[ch]:\d+\s"
 MSG_RANK_RE = r"\[(?:PG (?:ID )?\d+ (?:PG GUID \d+(?:\(\w+\))? |\(\w+\) )?)?Rank (\d+)\]"
 # The same continuations on raw lines, behind any launcher label and the job loggers' prefixes:
 # which lines of a job log are read at all (a superset of those JOB_CONT_MSG_RE names).

@@ -11,7 +11,7 @@ import re
 import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_MON = r"(?:[^\W\d_]{3,4}\.?|1?\d月)"  # Nov, Dez, déc., Mär, 11月 (localized syslog)
+_MON = r"(?:[^\W\d_]{3,5}\.?|1?\d月)"  # Nov, Dez, déc., avril, sept., 11月 (localized syslog)
 _TAG = r"[A-Za-z0-9_.@/()-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:
 _ANSI = r"(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)"  # a terminal colour code, raw or as pasted (^[[1;36m)
 _STAMP_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
@@ -153,6 +153,8 @@ MONTHS = {
     "fév": 2,
     "mars": 3,
     "avr": 4,
+    "avril": 4,
+    "sept": 9,
     "juin": 6,
     "juil": 7,
     "aoû": 8,

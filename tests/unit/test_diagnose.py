@@ -117,6 +117,28 @@ def test_sacct_gives_the_job_its_nodes_and_end(tmp_path):
     assert d["root_cause"] == "gpu_memory" and "node dmesg is not one of the job's nodes" in d["notes"][0]
 
 
+def test_on_one_node_the_local_rank_of_the_killed_worker_is_its_rank(tmp_path):
+    log = CASES / "axolotl-1268-accelerate-8gpu-local-rank7-sigkill" / "output.log"
+    d = as_json(str(log))
+    assert (d["root_cause"], d["culprit_rank"]) == ("host", 7)
+    # two nodes in the allocation: local rank 7 may be rank 15, so no rank is named
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    d = as_json(str(log), "--sacct", str(tmp_path / "sacct.txt"))
+    assert (d["root_cause"], d["culprit_rank"]) == ("host", None)
+
+
+def test_a_worker_killed_by_sigbus_is_the_hosts_shared_memory():
+    d = as_json(str(CASES / "accelerate-1254-docker-test-rank1-exitcode-7" / "output.log"))
+    assert (d["root_cause"], d["culprit_node"], d["culprit_rank"]) == ("host", "cnsz22plaoy9", 1)
+
+
+def test_rays_memory_monitor_names_the_node_that_ran_out():
+    d = as_json(str(CASES / "verl-2950-dapo-ray-oom-rollout-workers" / "output.log"))
+    assert (d["root_cause"], d["culprit_node"]) == ("host", "10.20.49.141")
+    d = as_json(str(CASES / "easyr1-185-raylet-memory-pressure-oom" / "output.log"))
+    assert (d["root_cause"], d["culprit_node"]) == ("host", "10.95.143.76")
+
+
 def test_unreadable_input_is_one_line_and_exit_2(tmp_path):
     for args, msg in (
         ([str(tmp_path / "nope.log")], "no such file"),

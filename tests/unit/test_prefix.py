@@ -223,6 +223,14 @@ REAL = [
         "request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to do "
         "[NV_WARN_NOTHING_TO_DO]",
     ),
+    # a French journal's month, as glibc abbreviates it ("avril"; systemd/systemd#32304)
+    (
+        "avril 16 21:08:50 systemd-oomd[93234]: Considered 97 cgroups for killing, top candidates were:",
+        "2026-04-16T21:08:50",
+        "yearless",
+        None,
+        "Considered 97 cgroups for killing, top candidates were:",
+    ),
     (
         "2025-08-16T00:03:04.070671-04:00 localhost (udev-worker)[106246]: nvidia: Process '/sbin/modprobe nvidia-drm' "
         "failed with exit code 1.",

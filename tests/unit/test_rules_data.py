@@ -271,6 +271,19 @@ def test_named_groups_extract_values_on_examples(rule_id):
             assert all(v.isdigit() for v in vals), (field, vals)
 
 
+def test_a_glog_stamped_line_still_matches():
+    """A glog stamp (``W1202 15:15:34.411623 26519 nvc.c:273] ``) is stripped with its file:line,
+    so an example that starts with the file:line must also match without it."""
+    glog_file = re.compile(r"^[\w.-]+\.(?:go|cc|cpp|py|c|h|rs):\d+\] ")
+    bad = [
+        (r["id"], e)
+        for r in ordered_rules()
+        for e in r["examples"]
+        if glog_file.match(e) and not re.search(r["pattern"], glog_file.sub("", e))
+    ]
+    assert not bad
+
+
 def test_every_example_is_claimed_by_its_own_rule():
     """A classification rule's examples are its own; a marker rule's (progress.yaml) are its own
     in the marker pass, which tries the marker rules alone, and stay benign in the classifier."""
