@@ -1021,6 +1021,10 @@ def render_table(res: dict) -> str:
     return "\n".join(out)
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
@@ -1034,7 +1038,9 @@ def main(argv: list[str] | None = None) -> int:
         help="pipeline and bare-parse worker processes (default: FAULTLINE_WORKERS, else the CPU count, max 8)",
     )
     for k, v in SIZES["full"].items():
-        ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=None, help=f"override (full: {v})")
+        kind = _floats if isinstance(v, tuple) else float if isinstance(v, float) else int  # tuples: "0.1,0.3"
+        shown = ",".join(map(str, v)) if isinstance(v, tuple) else v
+        ap.add_argument(f"--{k.replace('_', '-')}", type=kind, default=None, help=f"override (full: {shown})")
     a = ap.parse_args(argv)
     sections = [s.strip() for s in a.sections.split(",") if s.strip()]
     bad = [s for s in sections if s not in SECTIONS]
