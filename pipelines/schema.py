@@ -50,6 +50,7 @@ _EVENT = _cols(
     ("gpu_serial", S, "GPU board serial the line names"),
     ("job_id", S, "job the line belongs to (job output) or names"),
     ("rank", I32, "global rank the line names"),
+    ("local_rank", I32, "the local rank (process on its node) a launcher label names"),
     ("family", S, "source family: nvrm, nvswitch, nic, pcie, host, storage, thermal, nccl, pytorch, cuda, slurm, boot"),
     ("xid", I32, "NVIDIA Xid code"),
     ("sxid", I32, "NVSwitch SXid code"),

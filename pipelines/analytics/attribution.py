@@ -109,9 +109,9 @@ RERAISE_RE = r"watchdog thread terminated with exception: (CUDA error: [^\n]*)"
 RANK_IN_TEXT_RE = r"\[(?:PG [^\]]*?)?Rank (\d+)\]"
 # NCCL's line header "HOST:PID:TID [CUDADEV]" (behind any launcher label): the process a line is of
 NCCL_PROC_RE = r"([\w.-]+):(\d+):\d+ \[(\d+)\] (?:\S+ )?\**NCCL (?:INFO|WARN)"
-#: the local rank a deciding line names: torchrun's "failed (exitcode: -9) local_rank: 7", a
-#: "[default7]:" label; on a one-node job it is the rank
-LOCAL_RANK_RE = r"\blocal_rank: (\d+)|^\[default(\d+)\]:"
+#: the local rank torchrun's failure line names ("failed (exitcode: -9) local_rank: 7"); a launcher
+#: label's local rank ("[default7]:") comes parsed with the event. On a one-node job it is the rank
+LOCAL_RANK_RE = r"\blocal_rank: (\d+)"
 SEQ_RE = r"SeqNum=(\d+)"
 
 JOB_FAILURE_COLUMNS = [
@@ -150,6 +150,7 @@ _EV_COLS = [
     "rule_id",
     "raw",
     "rank",
+    "local_rank",
     "event_id",
     "source",
     "line_no",
@@ -603,9 +604,11 @@ def _decide(
     )
     # hosts the job's evidence names: with the allocation, whether it ran on one node
     hosts = ev.group_by(JOB_KEY).agg(_n_hosts=pl.col("node").drop_nulls().n_unique())
-    local = pl.coalesce("line", "raw").str.extract_groups(LOCAL_RANK_RE)
     best = best.with_columns(
-        _local=pl.coalesce(local.struct.field("1"), local.struct.field("2")).cast(pl.Int64, strict=False)
+        _local=pl.coalesce(
+            pl.col("local_rank").cast(pl.Int64),
+            pl.coalesce("line", "raw").str.extract(LOCAL_RANK_RE, 1).cast(pl.Int64, strict=False),
+        )
     )
     d = (
         failed.select(*JOB_KEY, "state", "nodes", "n_gpus", "end")

@@ -722,6 +722,7 @@ TAKE_FIRST_NON_NULL = (
     "gpu_serial",
     "job_id",
     "rank",
+    "local_rank",
     "xid",
     "sxid",
     "nccl_status",

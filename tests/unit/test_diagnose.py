@@ -127,6 +127,18 @@ def test_on_one_node_the_local_rank_of_the_killed_worker_is_its_rank(tmp_path):
     assert (d["root_cause"], d["culprit_rank"]) == ("host", None)
 
 
+def test_a_local_rank_label_behind_another_prefix_is_the_one_node_rank(tmp_path):
+    # torchx's replica label "trainer/0 [3]:" (pytorch#137523) before a real CUDA OOM (trl#3436)
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB. GPU 0 has a total capacity "
+        "of 9.68 GiB of which 95.75 MiB is free."
+    )
+    log = tmp_path / "slurm-7.out"
+    log.write_text(f"trainer/0 [0]:step 10 loss 1.25\ntrainer/0 [3]:{oom}\n")
+    d = as_json(str(log))
+    assert (d["root_cause"], d["culprit_rank"]) == ("user_app", 3)
+
+
 def test_a_worker_killed_by_sigbus_is_the_hosts_shared_memory():
     d = as_json(str(CASES / "accelerate-1254-docker-test-rank1-exitcode-7" / "output.log"))
     assert (d["root_cause"], d["culprit_node"], d["culprit_rank"]) == ("host", "cnsz22plaoy9", 1)
