@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{mark} {r['case']:<55} truth {r['truth']:<18} diagnose {r['diagnose']:<18} "
                     f"nightly {r['nightly'] or '-':<18} culprit {r['diagnose_culprit']!s:<5} "
-                    f"{r['culprit']} vs {r['truth_culprit']}  {r['decided_by']}" + ("" if r["agree"] else "  DISAGREE"),
+                    f"{r['culprit']} vs {r['truth_culprit']}  {r['decided_by']}"
+                    + ("" if r["agree"] is not False else "  DISAGREE"),
                     file=sys.stderr,
                 )
     if args.json:

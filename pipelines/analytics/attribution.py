@@ -63,7 +63,7 @@ WORKER_RE = (
     r"process \d+ terminated with (?:signal|exit code)|ChildFailedError|exitcode\s*:\s*-\d+|"
     r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)|"
     r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal|"
-    r"Worker unexpectedly exits with a connection error code"
+    r"Worker unexpectedly exits with a connection error code|Fatal Python error: Aborted\b"
 )
 EXHAUSTION_RE = (
     r"Out of memory: Kill|Memory cgroup out of memory|oom[-_]kill|Out Of Memory|"
@@ -87,7 +87,11 @@ SIGKILL_RE = (
 )
 # a worker aborted (SIGABRT) with no error of its own in the output: the C++ runtime's abort,
 # which is how the NCCL watchdog ends a rank whose collective timed out
-SIGABRT_RE = r"exitcode\s*:\s*-6\b|terminated with signal SIGABRT|signal 6 \(SIGABRT\) received|return code = -6\b"
+PY_ABORT_RE = r"Fatal Python error: Aborted\b"
+SIGABRT_RE = (
+    r"exitcode\s*:\s*-6\b|terminated with signal SIGABRT|signal 6 \(SIGABRT\) received|return code = -6\b|"
+    + PY_ABORT_RE
+)
 # CUDA's "unknown error" raised while the job ran (no rule can place it): what a GPU that
 # faulted mid-run returns to every call, so the GPU is the suspect where nothing else is
 CUDA_UNKNOWN_RE = r"CUDA error: unknown error|\bcudaErrorUnknown\b"
@@ -335,6 +339,8 @@ def _roles(ev: pl.DataFrame) -> pl.DataFrame:
     # the model's guess for a rule-unknown line does not outweigh what its text says of a peer
     guessed = pl.col("rule_id").fill_null("").str.starts_with("model:") & peer_text & ~cat.is_in(["network", "unknown"])
     died = (cat == "scheduler") & raw.str.contains(SRUN_TASK_DIED_RE)
+    # Python's report of its own abort names no cause: the SIGABRT it reports is read below
+    died = died | raw.str.contains(PY_ABORT_RE)
     ev = ev.with_columns(
         category=pl.when(guessed | died).then(pl.lit("unknown")).otherwise(cat),
         domain=pl.when(guessed | died).then(pl.lit("unknown")).otherwise(pl.col("domain")),
@@ -604,11 +610,24 @@ def _decide(
     )
     # hosts the job's evidence names: with the allocation, whether it ran on one node
     hosts = ev.group_by(JOB_KEY).agg(_n_hosts=pl.col("node").drop_nulls().n_unique())
-    best = best.with_columns(
-        _local=pl.coalesce(
-            pl.col("local_rank").cast(pl.Int64),
-            pl.coalesce("line", "raw").str.extract(LOCAL_RANK_RE, 1).cast(pl.Int64, strict=False),
+    # else the worker whose failure torchrun reported first (the deciding line may name none)
+    first_failed = (
+        ev.filter(pl.col("origin") == "job")
+        .with_columns(_f=pl.col("raw").str.extract(LOCAL_RANK_RE, 1).cast(pl.Int64, strict=False))
+        .filter(pl.col("_f").is_not_null())
+        .group_by(JOB_KEY, maintain_order=True)
+        .agg(_first_failed=pl.col("_f").first())
+    )
+    best = (
+        best.join(first_failed, on=JOB_KEY, how="left")
+        .with_columns(
+            _local=pl.coalesce(
+                pl.col("local_rank").cast(pl.Int64),
+                pl.coalesce("line", "raw").str.extract(LOCAL_RANK_RE, 1).cast(pl.Int64, strict=False),
+                pl.col("_first_failed"),
+            )
         )
+        .drop("_first_failed")
     )
     d = (
         failed.select(*JOB_KEY, "state", "nodes", "n_gpus", "end")

@@ -124,6 +124,10 @@ def _window(job_events: pl.DataFrame, node_events: pl.DataFrame) -> tuple[dt.dat
     return now, now
 
 
+#: the note of a verdict that read kernel lines the nightly run cannot place (no time)
+UNTIMED_NOTE = "without a time were taken as of the job's end"
+
+
 def _jobs_frame(job: dict) -> pl.DataFrame:
     return pl.DataFrame({c: [job.get(c)] for c in SACCT_JOBS.names()}, schema=SACCT_JOBS).with_columns(
         provider=pl.lit(PROVIDER), cluster=pl.lit(CLUSTER)
@@ -137,6 +141,7 @@ def diagnose(
     nodes: list[str] = (),
     sacct: str | None = None,
     ref_date: dt.date | None = None,
+    boots: list[dt.datetime] = (),
     rs: RuleSet | None = None,
     cfg: AnalyticsConfig = DEFAULT,
     stdin=None,
@@ -165,7 +170,14 @@ def diagnose(
     def ctx(path: str, kind: str, node: str | None = None) -> SourceContext:
         own = job_id if kind == "job" else None
         return SourceContext(
-            source=path, kind=kind, ref_date=ref_date, node=node, provider=PROVIDER, cluster=CLUSTER, job_id=own
+            source=path,
+            kind=kind,
+            ref_date=ref_date,
+            node=node,
+            provider=PROVIDER,
+            cluster=CLUSTER,
+            job_id=own,
+            boots=list(boots) if kind == "kernel" and boots else None,
         )
 
     kernel_node = (lambda p: nodes[0]) if len(nodes) == 1 else node_of_file
@@ -199,8 +211,6 @@ def diagnose(
     job_ev = events.filter(is_job)
     node_ev = events.filter(pl.col("job_id").is_null())
     undated = node_ev.filter(pl.col("ts").is_null() & (pl.col("category") != "benign")).height
-    if undated:
-        notes.append(f"{undated} kernel line(s) without a time could not be placed against the job's end")
 
     if sacct_row is None:
         start, end = _window(job_ev, node_ev)
@@ -222,6 +232,14 @@ def diagnose(
         notes.append(f"sacct says the job ended {job['state']}: diagnosed as if it had failed")
         job["state"] = "FAILED"
     jobs = _jobs_frame(job)
+    if undated:
+        # a kernel log the user named whose lines carry no time (raw dmesg): taken as of the job's end
+        untimed = pl.col("job_id").is_null() & pl.col("ts").is_null()
+        events = events.with_columns(
+            ts=pl.when(untimed).then(pl.lit(job["end"]).cast(events.schema["ts"])).otherwise("ts"),
+            ts_source=pl.when(untimed).then(pl.lit("job_end")).otherwise("ts_source"),
+        )
+        notes.append(f"{undated} kernel line(s) {UNTIMED_NOTE} (raw dmesg: --boot places them)")
 
     # the job output's rank lines (job_markers rows), as the nightly run reads them from the lake
     marks = [

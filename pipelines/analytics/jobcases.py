@@ -16,6 +16,8 @@ from pathlib import Path
 import polars as pl
 from click.testing import CliRunner
 
+from .diagnose import UNTIMED_NOTE
+
 PROVIDER = "eval"
 KERNEL_NODE = "node01"  # the node a case's kernel.log lands as (no case's culprit)
 FIRST_JOB_ID = 7000
@@ -170,7 +172,10 @@ def evaluate(folder: str | os.PathLike, workdir: str | os.PathLike) -> list[dict
                 "nightly": n.get("root_cause"),
                 "diagnose_culprit": culprit_ok(case, d["culprit_node"], d["culprit_rank"]),
                 "nightly_culprit": culprit_ok(case, n.get("culprit_node"), n.get("culprit_rank")),
-                "agree": (d["root_cause"], d["culprit_node"], d["culprit_rank"])
+                # where diagnose read kernel lines without a time (the nightly run cannot), None
+                "agree": None
+                if any(UNTIMED_NOTE in x for x in d.get("notes", ()))
+                else (d["root_cause"], d["culprit_node"], d["culprit_rank"])
                 == (n.get("root_cause"), n.get("culprit_node"), n.get("culprit_rank")),
                 "decided_by": d["decided_by"],
                 "culprit": (d["culprit_node"], d["culprit_rank"]),
@@ -183,7 +188,7 @@ def evaluate(folder: str | os.PathLike, workdir: str | os.PathLike) -> list[dict
 
 def score(rows: list[dict]) -> dict:
     """Root-cause accuracy, culprit accuracy where the case knows one, unknown share, per path;
-    and the share of cases where both paths gave the same verdict."""
+    and the share of cases where both paths gave the same verdict (of those both could read)."""
 
     def share(xs) -> float | None:
         xs = list(xs)
@@ -200,13 +205,13 @@ def score(rows: list[dict]) -> dict:
             "culprit": share(r[f"{path}_culprit"] for r in rows if r[f"{path}_culprit"] is not None),
             "unknown_share": share(r[path] == "unknown" for r in rows),
         }
-    out["agree"] = share(r["agree"] for r in rows)
+    out["agree"] = share(r["agree"] for r in rows if r["agree"] is not None)
     return out
 
 
 #: the dev split's figures as reached, for both paths (unknown_share: at most); the goal is
 #: 0.90 root cause and 0.90 culprit. tests/system/test_job_cases.py holds them.
-DEV_FLOORS = {"root_cause": 0.770, "culprit": 0.680, "unknown_share": 0.086, "agree": 1.0}
+DEV_FLOORS = {"root_cause": 0.770, "culprit": 0.682, "unknown_share": 0.089, "agree": 1.0}
 
 
 def misses(s: dict, floors: dict = DEV_FLOORS) -> list[str]:

@@ -36,6 +36,18 @@ def parse_date(_ctx, _param, value):
         raise click.BadParameter(f"{value!r} is not a YYYY-MM-DD date") from exc
 
 
+def parse_boots(_ctx, _param, values):
+    """Click callback: ``--boot`` ISO-8601 times (UTC where no zone is given)."""
+    out = []
+    for b in values:
+        try:
+            t = dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise click.BadParameter(f"{b!r} is not an ISO-8601 time") from exc
+        out.append(t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc))
+    return out
+
+
 def location_option(name: str, default: str, help: str):
     """``--landing`` / ``--warehouse``: a folder or URL, from env ``FAULTLINE_<NAME>`` by default."""
     env = f"FAULTLINE_{name.upper()}"

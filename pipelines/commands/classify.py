@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 
 import click
 
-from ._options import parse_date
+from ._options import parse_boots, parse_date
 
 
 @click.command()
@@ -29,6 +28,7 @@ from ._options import parse_date
     "--boot",
     "boots",
     multiple=True,
+    callback=parse_boots,
     help="Boot time (ISO-8601 UTC) to place raw dmesg [seconds] lines in time; repeatable.",
 )
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "table"]), default="jsonl", show_default=True)
@@ -41,17 +41,10 @@ def classify(files, kind, ref_date, boots, fmt, events_only):
 
     from ..ingest.lines import classify_path, per_line_records, write_jsonl
 
-    boot_times = []
-    for b in boots:
-        try:
-            t = dt.datetime.fromisoformat(b.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise click.BadParameter(f"--boot {b!r} is not an ISO-8601 time") from exc
-        boot_times.append(t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc))
     status = 0
     for path in files or ("-",):
         try:
-            res = classify_path(path, kind=kind, ref_date=ref_date, boots=boot_times or None)
+            res = classify_path(path, kind=kind, ref_date=ref_date, boots=boots or None)
         except OSError as exc:
             click.echo(f"faultline classify: cannot read {path}: {exc.strerror or exc}", err=True)
             status = 1

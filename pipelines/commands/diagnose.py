@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ._options import parse_date
+from ._options import parse_boots, parse_date
 
 
 @click.command()
@@ -28,8 +28,15 @@ from ._options import parse_date
     callback=parse_date,
     help="UTC day the logs are from (YYYY-MM-DD): gives year-less stamps their year. Default: the job's end, or today.",
 )
+@click.option(
+    "--boot",
+    "boots",
+    multiple=True,
+    callback=parse_boots,
+    help="Boot time (ISO-8601 UTC) of the --kernel logs' node, to place raw dmesg [seconds] lines; repeatable.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
-def diagnose(logs, kernel, nodes, sacct, ref_date, fmt):
+def diagnose(logs, kernel, nodes, sacct, ref_date, boots, fmt):
     """Why the job whose output is LOGS (plain, .gz, .zst; '-': stdin) failed: verdict, culprit,
     deciding lines, next steps; the nightly attribution on this one job (docs/diagnose.md).
     Exit 0 with a verdict (unknown included), 2 when an input cannot be read."""
@@ -37,7 +44,7 @@ def diagnose(logs, kernel, nodes, sacct, ref_date, fmt):
     from ..analytics.diagnose import diagnose as run
 
     try:
-        d = run(list(logs), kernel=list(kernel), nodes=list(nodes), sacct=sacct, ref_date=ref_date)
+        d = run(list(logs), kernel=list(kernel), nodes=list(nodes), sacct=sacct, ref_date=ref_date, boots=boots)
     except DiagnoseError as exc:
         click.echo(f"faultline diagnose: {exc}", err=True)
         sys.exit(2)

@@ -69,8 +69,10 @@ JOB_FIELDS = (
 # Outer wrappers pasted in front of anything: markdown indentation / a line number, a pdsh
 # or clush host label, a torchrun / srun rank label.
 _LABEL = r"^(?:\[(?:rank|default)(?P<rank_label>\d+)\]:\s?|(?P<srun_label>\d+):\s)?"
-# A pasted line number and a pdsh/clush host label count only in front of a known stamp.
-_PASTED = rf"[ \t>]*(?:\d{{1,7}}(?:[:|]\s*|\s+))?(?:(?P<pdsh>{_HOST}):\s+)?"
+# A pasted line number, grep's file name (grep -r/-H: "/var/log/messages:", "kern.log:") and a
+# pdsh/clush host label count only in front of a known stamp.
+_GREP_FILE = r"(?:(?:[\w.-]*/)+[\w.-]+|[\w.-]*(?:\.log|messages|syslog)[\w.-]*):"
+_PASTED = rf"[ \t>]*(?:{_GREP_FILE})?(?:\d{{1,7}}(?:[:|]\s*|\s+))?(?:(?P<pdsh>{_HOST}):\s+)?"
 _ALTS = [
     # <6>1 2026-11-24T03:14:07.123Z host app - - - msg  (RFC 5424 proper)
     r"<\d{1,3}>1 (?P<iso5424>\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)) (?P<host5424>\S+) (?P<tag5424>\S+) \S+ \S+ (?:-|\[.*?\]) ?",
@@ -204,6 +206,8 @@ def _split(raw: pl.Expr, head_re: str, fields: tuple[str, ...]) -> pl.Expr:
     return raw.map_batches(lambda s: _split_series(s, head_re, fields), return_dtype=dtype)
 
 
+#: the NVIDIA kernel module's message prefix, read as a syslog tag where the line lost its own
+KERNEL_SUBSYSTEM_TAG = "NVRM:"
 #: rows in each of the blocks that judge whether a column's prefixes repeat (a flood), and blocks
 REPEAT_BLOCK, REPEAT_BLOCKS = 128, 8
 
@@ -221,9 +225,14 @@ def _split_series(raw: pl.Series, head_re: str, fields: tuple[str, ...]) -> pl.S
         groups = d.select(_g=r.str.extract_groups(head_re))["_g"]
     g = pl.DataFrame({"raw": d["raw"], "_g": groups})
     msg = r.str.slice(pl.col("_g").struct.field("_head").str.len_chars())
-    return g.select(p=pl.struct([pl.col("_g").struct.field(n) if n != "msg" else msg.alias("msg") for n in fields]))[
-        "p"
-    ].alias(raw.name)
+    cols = {n: pl.col("_g").struct.field(n) for n in fields if n != "msg"}
+    if "tag_bsd" in cols:
+        # a kernel line whose "kernel:" tag was cut ("Sep 18 20:07:01 NVRM: Xid ..."): NVRM: is message
+        nvrm = cols["tag_bsd"] == KERNEL_SUBSYSTEM_TAG
+        msg = pl.when(nvrm).then(pl.concat_str(pl.lit(KERNEL_SUBSYSTEM_TAG + " "), msg)).otherwise(msg)
+        cols["tag_bsd"] = pl.when(~nvrm).then(cols["tag_bsd"])
+    cols["msg"] = msg
+    return g.select(p=pl.struct([cols[n].alias(n) for n in fields]))["p"].alias(raw.name)
 
 
 @functools.cache

@@ -139,6 +139,33 @@ def test_a_local_rank_label_behind_another_prefix_is_the_one_node_rank(tmp_path)
     assert (d["root_cause"], d["culprit_rank"]) == ("user_app", 3)
 
 
+def test_raw_dmesg_counts_as_of_the_jobs_end_unless_boot_places_it(tmp_path):
+    dmesg = tmp_path / "n9.log"
+    dmesg.write_text("[ 8812.334455] " + XID79.split("kernel: ", 1)[1])
+    d = as_json(str(KOHYA), "--kernel", str(dmesg), "--node", "n9")
+    assert (d["root_cause"], d["culprit_node"]) == ("gpu_bus_lost", "n9")
+    assert "1 kernel line(s) without a time were taken as of the job's end" in d["notes"][0]
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    placed = ("--kernel", str(dmesg), "--sacct", str(tmp_path / "sacct.txt"))
+    # booted 02:28:15: the Xid at 04:55:07 is after the job's end (03:15), not its cause
+    d = as_json(str(KOHYA), *placed, "--boot", "2026-11-24T02:28:15Z")
+    assert d["root_cause"] == "gpu_memory" and not d["notes"]
+    # booted 00:48:15: the Xid at 03:15:07 is in the job's window
+    d = as_json(str(KOHYA), *placed, "--boot", "2026-11-24T00:48:15Z")
+    assert (d["root_cause"], d["culprit_node"]) == ("gpu_bus_lost", "n9")
+
+
+def test_a_deciding_line_without_a_rank_takes_the_worker_torchrun_reported_failed():
+    # "pure virtual method called", then torchrun: "failed (exitcode: -6) local_rank: 0"
+    d = as_json(str(CASES / "megatron-1874-pure-virtual-abort-at-exit" / "output.log"))
+    assert (d["root_cause"], d["decided_by"], d["culprit_rank"]) == ("user_app", "job:cpp_pure_virtual_call", 0)
+
+
+def test_pythons_abort_after_a_watchdog_timeout_is_the_timeouts_symptom():
+    d = as_json(str(CASES / "pytorchdiscuss-187207-fsdp-2xa100-allgather-timeout" / "output.log"))
+    assert (d["root_cause"], d["decided_by"]) == ("collective_timeout", "pt_watchdog_collective_timeout")
+
+
 def test_a_worker_killed_by_sigbus_is_the_hosts_shared_memory():
     d = as_json(str(CASES / "accelerate-1254-docker-test-rank1-exitcode-7" / "output.log"))
     assert (d["root_cause"], d["culprit_node"], d["culprit_rank"]) == ("host", "cnsz22plaoy9", 1)

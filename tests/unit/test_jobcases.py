@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faultline.analytics.jobcases import DEV_FLOORS, Case, culprit_ok, misses, same_node
+from faultline.analytics.jobcases import DEV_FLOORS, Case, culprit_ok, misses, same_node, score
 
 
 def case(node, rank) -> Case:
@@ -29,3 +29,10 @@ def test_misses_names_each_figure_under_its_floor():
     good = {"root_cause": 1.0, "culprit": 1.0, "unknown_share": 0.0}
     s = {"diagnose": good, "nightly": {**good, "unknown_share": 0.9}, "agree": 1.0, "diagnose_failed": 0}
     assert misses(s) == [f"nightly unknown_share 0.9 (floor {DEV_FLOORS['unknown_share']})"]
+
+
+def test_agreement_counts_only_cases_both_paths_could_read():
+    row = {"truth": "network", "diagnose": "network", "nightly": "network", "failed": False}
+    row |= {"diagnose_culprit": None, "nightly_culprit": None}
+    rows = [{**row, "agree": True}, {**row, "agree": False}, {**row, "agree": None}]
+    assert score(rows)["agree"] == 0.5

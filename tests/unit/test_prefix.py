@@ -223,6 +223,37 @@ REAL = [
         "request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to do "
         "[NV_WARN_NOTHING_TO_DO]",
     ),
+    # grep's file name in front (grep -r over /var/log; aws-parallelcluster#1150)
+    (
+        "messages:Jun 17 20:18:09 ip-172-31-27-211 kernel: INFO: task strat1_sim:80601 blocked for more than 120 seconds.",
+        "2026-06-17T20:18:09",
+        "yearless",
+        "ip-172-31-27-211",
+        "INFO: task strat1_sim:80601 blocked for more than 120 seconds.",
+    ),
+    (
+        "/var/log/slurm/slurmctld.log-20240715:[2024-07-13T02:01:00.083] _slurm_rpc_kill_job: REQUEST_KILL_JOB JobId=11334268 uid 0",
+        "2024-07-13T02:01:00.083000",
+        "naive_utc",
+        None,
+        "_slurm_rpc_kill_job: REQUEST_KILL_JOB JobId=11334268 uid 0",
+    ),
+    (
+        f"/var/log/kern.log:1234:Nov 24 03:14:07 node-a17 kernel: {MSG}",
+        "2026-11-24T03:14:07",
+        "yearless",
+        "node-a17",
+        MSG,
+    ),
+    # a syslog line whose host and "kernel:" were cut: NVRM: stays message (open-gpu-kernel-modules#1146)
+    (
+        "Sep 18 20:07:01 NVRM: Xid (PCI:0000:02:00): 109, pid=8494,   name=RenderThread, channel 0x0000000d, CTX SWITCH TIMEOUT, Info 0x14c011",
+        "2026-09-18T20:07:01",
+        "yearless",
+        None,
+        "NVRM: Xid (PCI:0000:02:00): 109, pid=8494,   name=RenderThread, channel 0x0000000d, CTX SWITCH TIMEOUT, Info 0x14c011",
+    ),
+    (f"Nov 24 03:14:07 node-a17 {MSG}", "2026-11-24T03:14:07", "yearless", "node-a17", MSG),
     # a French journal's month, as glibc abbreviates it ("avril"; systemd/systemd#32304)
     (
         "avril 16 21:08:50 systemd-oomd[93234]: Considered 97 cgroups for killing, top candidates were:",
