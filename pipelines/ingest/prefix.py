@@ -71,7 +71,7 @@ JOB_FIELDS = (
 _LABEL = r"^(?:\[(?:rank|default)(?P<rank_label>\d+)\]:\s?|(?P<srun_label>\d+):\s)?"
 # A pasted line number, grep's file name (grep -r/-H: "/var/log/messages:", "kern.log:") and a
 # pdsh/clush host label count only in front of a known stamp.
-_GREP_FILE = r"(?:(?:[\w.-]*/)+[\w.-]+|[\w.-]*(?:\.log|messages|syslog)[\w.-]*):"
+_GREP_FILE = r"(?:/[\w./-]+|(?:messages|syslog|kern\.log|daemon\.log)[\w.-]*):"  # fails fast elsewhere
 _PASTED = rf"[ \t>]*(?:{_GREP_FILE})?(?:\d{{1,7}}(?:[:|]\s*|\s+))?(?:(?P<pdsh>{_HOST}):\s+)?"
 _ALTS = [
     # <6>1 2026-11-24T03:14:07.123Z host app - - - msg  (RFC 5424 proper)
