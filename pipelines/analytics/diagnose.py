@@ -63,6 +63,10 @@ def readable(path: str) -> None:
         raise DiagnoseError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
+#: kernel-log file names that name no node (the log's kind, not its host)
+GENERIC_LOG_NAMES = frozenset({"dmesg", "kernel", "kern", "syslog", "messages", "journal", "journalctl", "kmsg"})
+
+
 def node_of_file(path: str) -> str:
     """The node a kernel log is named after: ``node-a17.log`` (.gz, .zst) -> ``node-a17``."""
     name = Path(path).name
@@ -180,7 +184,11 @@ def diagnose(
             boots=list(boots) if kind == "kernel" and boots else None,
         )
 
-    kernel_node = (lambda p: nodes[0]) if len(nodes) == 1 else node_of_file
+    def kernel_node(path: str) -> str | None:
+        if len(nodes) == 1:
+            return nodes[0]
+        name = node_of_file(path)
+        return None if name.lower() in GENERIC_LOG_NAMES else name
 
     def contexts() -> list[tuple[str, SourceContext]]:
         return [(p, ctx(p, "job")) for p in logs] + [(p, ctx(p, "kernel", kernel_node(p))) for p in kernel]
@@ -207,6 +215,23 @@ def diagnose(
         raise DiagnoseError(f"{', '.join(p for p, _c in items)}: {_nothing_readable(results)}")
     frames = [r.events for r in results]
     events = pl.concat(frames) if frames else pl.DataFrame(schema=EVENTS)
+    # a kernel log named for no node (dmesg.txt, kern.log): its nodes are the hosts its lines name
+    file_nodes: dict[str, list[str]] = {}
+    for path in kernel:
+        own = kernel_node(path)
+        if own is not None:
+            file_nodes[path] = [own]
+            continue
+        mine = pl.col("source") == path
+        hosts = events.filter(mine)["node"].drop_nulls().unique(maintain_order=True).to_list()
+        if len(hosts) > 1:
+            file_nodes[path] = hosts
+            continue
+        fill = hosts[0] if hosts else node_of_file(path)
+        if not hosts:
+            notes.append(f"{path}: neither its name nor its lines name a node: taken as node {fill} (give --node)")
+        file_nodes[path] = [fill]
+        events = events.with_columns(node=pl.when(mine).then(pl.coalesce("node", pl.lit(fill))).otherwise("node"))
     is_job = pl.col("job_id") == job_id
     job_ev = events.filter(is_job)
     node_ev = events.filter(pl.col("job_id").is_null())
@@ -214,7 +239,7 @@ def diagnose(
 
     if sacct_row is None:
         start, end = _window(job_ev, node_ev)
-        names = list(dict.fromkeys([*nodes, *(kernel_node(p) for p in kernel)]))
+        names = list(dict.fromkeys([*nodes, *(n for p in kernel for n in file_nodes[p])]))
         job.update(
             start=start,
             end=end,
@@ -223,8 +248,9 @@ def diagnose(
             nodelist=compress_hostlist(names) if names else None,
         )
     for path in kernel:
-        if kernel_node(path) not in (job.get("nodes") or []):
-            notes.append(f"{path}: node {kernel_node(path)} is not one of the job's nodes: its lines were not used")
+        for name in file_nodes[path]:
+            if name not in (job.get("nodes") or []):
+                notes.append(f"{path}: node {name} is not one of the job's nodes: its lines were not used")
     if job.get("end") is None:
         job["end"] = _window(job_ev, node_ev)[1]
         notes.append("sacct gives no end time: the last time in the files is taken")

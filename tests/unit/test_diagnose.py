@@ -112,9 +112,28 @@ def test_sacct_gives_the_job_its_nodes_and_end(tmp_path):
     assert (d["root_cause"], d["culprit_node"]) == ("gpu_bus_lost", "n9")
     # the ECC error names rank 1: on n8, the first node of the allocation, when nothing else speaks
     assert as_json(str(KOHYA), "--sacct", str(tmp_path / "sacct.txt"))["culprit_node"] == "n8"
-    (tmp_path / "dmesg.txt").write_text(XID79)
-    d = as_json(str(KOHYA), "--kernel", str(tmp_path / "dmesg.txt"), "--sacct", str(tmp_path / "sacct.txt"))
-    assert d["root_cause"] == "gpu_memory" and "node dmesg is not one of the job's nodes" in d["notes"][0]
+    (tmp_path / "n7.log").write_text(XID79)
+    d = as_json(str(KOHYA), "--kernel", str(tmp_path / "n7.log"), "--sacct", str(tmp_path / "sacct.txt"))
+    assert d["root_cause"] == "gpu_memory" and "node n7 is not one of the job's nodes" in d["notes"][0]
+
+
+def test_a_kernel_log_named_for_no_node_belongs_to_the_host_its_lines_name(tmp_path):
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    dmesg = tmp_path / "dmesg.txt"
+    dmesg.write_text(XID79)
+    d = as_json(str(KOHYA), "--kernel", str(dmesg), "--sacct", str(tmp_path / "sacct.txt"))
+    assert (d["root_cause"], d["culprit_node"], d["notes"]) == ("gpu_bus_lost", "n9", [])
+    assert any("scontrol update nodename=n9 state=drain" in s for s in d["next_steps"])
+    # a host outside the allocation: its lines are not used
+    dmesg.write_text(XID79.replace(" n9 ", " n7 "))
+    d = as_json(str(KOHYA), "--kernel", str(dmesg), "--sacct", str(tmp_path / "sacct.txt"))
+    assert d["root_cause"] == "gpu_memory" and "node n7 is not one of the job's nodes" in d["notes"][0]
+    # raw dmesg names no host: the file's stem stands in, and the note asks for --node
+    kern = tmp_path / "kern.log"
+    kern.write_text("[ 8812.334455] " + XID79.split("kernel: ", 1)[1])
+    d = as_json(str(KOHYA), "--kernel", str(kern))
+    assert d["root_cause"] == "gpu_bus_lost"
+    assert "neither its name nor its lines name a node: taken as node kern (give --node)" in d["notes"][0]
 
 
 def test_on_one_node_the_local_rank_of_the_killed_worker_is_its_rank(tmp_path):
