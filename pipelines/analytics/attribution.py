@@ -117,6 +117,10 @@ NCCL_PROC_RE = r"([\w.-]+):(\d+):\d+ \[(\d+)\] (?:\S+ )?\**NCCL (?:INFO|WARN)"
 #: label's local rank ("[default7]:") comes parsed with the event. On a one-node job it is the rank
 LOCAL_RANK_RE = r"\blocal_rank: (\d+)"
 SEQ_RE = r"SeqNum=(\d+)"
+OP_RE = r"OpType=(\w+)"
+PG_RE = r"\bPG ID \d+ PG GUID ([^\s\]]+)"
+#: point-to-point operations: ranks of a pipeline legitimately wait in different ones
+P2P_OPS = ["SEND", "RECV", "_COALESCED", "COALESCED", "RECVANYSOURCE"]
 
 JOB_FAILURE_COLUMNS = [
     "job_id",
@@ -636,7 +640,8 @@ def _decide(
         .join(counts, on=JOB_KEY, how="left")
         .join(same_rank, on=[*JOB_KEY, "category"], how="left")
         .join(_odd_collective(ct), on=JOB_KEY, how="left")
-        .with_columns(_n_timeouts=pl.col("_n_timeouts").fill_null(0))
+        .join(_mismatched_collectives(ct), on=JOB_KEY, how="left")
+        .with_columns(_n_timeouts=pl.col("_n_timeouts").fill_null(0), _mismatch=pl.col("_mismatch").fill_null(False))
     )
     d = _localize_hangs(d, flight, cfg)
     st = pl.col("state").str.split(" ").list.first()
@@ -652,7 +657,11 @@ def _decide(
     )
     # the dumps show ranks that never joined the collective the others wait in: they were
     # behind in the program, the taxonomy's collective desync, whatever the network said
-    desync = ~by_state & pl.col("_not_joined") & (chosen.is_in(["ct", "peer"]) | (pl.col("category") == "network"))
+    desync = (
+        ~by_state
+        & (pl.col("_not_joined") | pl.col("_mismatch"))
+        & (chosen.is_in(["ct", "peer"]) | (pl.col("category") == "network"))
+    )
     how = pl.col("_how")
     root = (
         pl.when(by_state)
@@ -723,8 +732,10 @@ def _decide(
         .then(pl.col("node"))
     )
     suffix = (
-        pl.when(desync)
+        pl.when(desync & pl.col("_not_joined"))
         .then(pl.lit("+flight_recorder_not_joined"))
+        .when(desync)
+        .then(pl.lit("+mismatched_collectives"))
         .when(chosen == "ct")
         .then(pl.when(pl.col("_hang_how").is_not_null()).then(pl.format("+{}", pl.col("_hang_how"))))
         .when(chosen == "peer")
@@ -854,6 +865,35 @@ def _odd_collective(ct: pl.DataFrame) -> pl.DataFrame:
     return shape.filter((pl.col("_k") == 2) & (pl.col("_lo") == 1) & (pl.col("_hi") >= 2)).select(
         *JOB_KEY, _odd_rank=pl.col("_odd").list.first()
     )
+
+
+def _mismatched_collectives(ct: pl.DataFrame) -> pl.DataFrame:
+    """Jobs whose ranks' watchdogs timed out in different collectives of one communicator: in a
+    hang every rank waits in the same one, so ranks apart are a desync. One named process group
+    (PG GUID) may differ in sequence number or operation; without group names, only two ranks
+    waiting in different operations count (a job's other groups have sequences of their own)."""
+    text = pl.col("raw")
+    timed = (
+        ct.select(
+            *JOB_KEY,
+            _rank=pl.coalesce(pl.col("rank").cast(pl.Int64), text.str.extract(RANK_IN_TEXT_RE, 1).cast(pl.Int64)),
+            _seq=text.str.extract(SEQ_RE, 1).cast(pl.Int64, strict=False),
+            _op=text.str.extract(OP_RE, 1),
+            _pg=text.str.extract(PG_RE, 1),
+        )
+        .drop_nulls(["_rank", "_seq", "_op"])
+        .filter(~pl.col("_op").is_in(P2P_OPS))
+    )
+    # each rank's oldest pending collective, per group
+    first = timed.sort("_seq").group_by(*JOB_KEY, "_pg", "_rank").agg(pl.col("_seq", "_op").first())
+    per_pg = first.group_by(*JOB_KEY, "_pg").agg(
+        _n=pl.len(), _seqs=pl.col("_seq").n_unique(), _ops=pl.col("_op").n_unique()
+    )
+    named = pl.col("_pg").is_not_null()
+    apart = named & ((pl.col("_seqs") > 1) | (pl.col("_ops") > 1))
+    apart_unnamed = ~named & (pl.col("_n") == 2) & (pl.col("_ops") > 1)
+    # a job that names its groups is judged by the named ones only
+    return per_pg.group_by(JOB_KEY).agg(_mismatch=apart.any() | (~named.any() & apart_unnamed.any()))
 
 
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:

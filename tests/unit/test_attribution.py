@@ -98,6 +98,12 @@ JOBS = {  # job id -> (nodes, job output)
     "19": ("n1", case("ray-47461-release-test-4gpu-worker-died-oom")),
     # an error no rule can place (ncclUnhandledCudaError) still says which node printed it
     "20": ("n1", case("nccl-1029-pdsh-worker-cuda-init-error")),
+    # two ranks of one process group time out in different collectives: they are apart, a desync
+    "21": ("n1", case("accelerate-3250-fsdp-save-rank0-reducescatter-vs-rank1-allgather")),
+    # the same without group names, two ranks only (pastebin.com/QU1mJP8U)
+    "22": ("n1", case("pastebin-qu1mjp8u-x2-h100-rank0-allgather-vs-rank1-allgatherbase-desync")),
+    # a pipeline's receive and another rank's all-reduce: point-to-point waits are no desync
+    "23": ("n1", lines("chitu-80-2node-docker-recv-watchdog-timeout", 1) + WATCHDOG.format(r=0)),
 }
 
 
@@ -178,6 +184,12 @@ def test_a_failed_checkpoint_write_is_storage(failures):
 
 def test_the_rank_that_stopped_logging_is_the_suspect(failures):
     assert verdict(failures["8"]) == ("collective_timeout", "pt_watchdog_collective_timeout+missing_rank", "n1", 5)
+
+
+def test_ranks_timed_out_in_different_collectives_of_one_group_are_a_desync(failures):
+    assert verdict(failures["21"]) == ("user_app", "pt_watchdog_collective_timeout+mismatched_collectives", "n1", None)
+    assert verdict(failures["22"])[:2] == ("user_app", "pt_watchdog_collective_timeout+mismatched_collectives")
+    assert verdict(failures["23"])[:2] == ("collective_timeout", "pt_watchdog_collective_timeout+missing_rank")
 
 
 def test_the_rank_in_another_collective_is_the_suspect(failures):

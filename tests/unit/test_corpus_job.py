@@ -16,11 +16,11 @@ def job_lines():
 
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
-    assert s["failure_lines"] >= 1290 and s["benign_lines"] >= 2560
+    assert s["failure_lines"] >= 1340 and s["benign_lines"] >= 2620
     assert s["detection"] >= 0.979
-    assert s["category"] >= 0.895
-    assert s["unknown_share"] <= 0.080
-    assert s["false_alarms"] <= 37 and s["missed"] <= 41
+    assert s["category"] >= 0.894
+    assert s["unknown_share"] <= 0.084
+    assert s["false_alarms"] <= 39 and s["missed"] <= 42
 
 
 def test_job_context_lines_carry_their_event(job_lines):
