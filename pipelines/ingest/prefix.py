@@ -24,8 +24,12 @@ _TQDM = r"(?:[^|]{0,80}?:)?\s*\d{1,3}%\|[^|]*\|\s*[\d.]+[kMG]?/[\d.]+[kMG]?\s*\[
 # Each is optional; their named groups say the node, rank and local rank the label gives.
 JOB_LABELS = (
     # pdsh / clush / DeepSpeed's multi-node launcher: "worker-5: " (a host name holds a digit,
-    # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays)
-    ("pdsh host", r"(?:(?P<stepd>slurmstepd-)|(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*|\d{1,3}(?:\.\d{1,3}){3}):\s)?"),
+    # so "RuntimeError: " is not one; "slurmstepd-<node>: " is slurmstepd's own and stays);
+    # DeepSpeed's "localhost: " names no node
+    (
+        "pdsh host",
+        r"(?:(?P<stepd>slurmstepd-)|(?:(?P<job_host>[A-Za-z][\w-]*\d[\w.-]*|\d{1,3}(?:\.\d{1,3}){3})|localhost):\s)?",
+    ),
     # a log collector's stamp, or mpirun --timestamp-output's ctime glued to its tag
     (
         "collector stamp",

@@ -16,15 +16,15 @@ def job_lines():
 
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
-    assert s["failure_lines"] >= 1340 and s["benign_lines"] >= 2620
-    assert s["detection"] >= 0.979
+    assert s["failure_lines"] >= 1390 and s["benign_lines"] >= 2695
+    assert s["detection"] >= 0.978
     assert s["category"] >= 0.894
     assert s["unknown_share"] <= 0.084
-    assert s["false_alarms"] <= 39 and s["missed"] <= 42
+    assert s["false_alarms"] <= 47 and s["missed"] <= 43
 
 
 def test_job_context_lines_carry_their_event(job_lines):
-    assert corpus.score(job_lines)["context_category"] >= 0.523
+    assert corpus.score(job_lines)["context_category"] >= 0.526
 
 
 @pytest.mark.parametrize("field", ["rank", "node"])

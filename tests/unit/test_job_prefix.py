@@ -207,6 +207,17 @@ CASES = [
         "none",
         "│ ❱  81 │   │   torch.distributed.barrier()                                    │",
     ),
+    # DeepSpeed's pdsh launcher on its own node says "localhost": the rank, no node
+    # (stark-sim/megatron-deepspeed-lock-clock, a two-node run's output)
+    (
+        "localhost: [rank0]: ncclUnhandledCudaError: Call to CUDA function failed.",
+        None,
+        0,
+        None,
+        None,
+        "none",
+        "ncclUnhandledCudaError: Call to CUDA function failed.",
+    ),
     # NCCL prints "-" for a host it hides: no node (github.com/mosaicml/diffusion/issues/110)
     (
         "-:6015:6224 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer draw4<59227>",
