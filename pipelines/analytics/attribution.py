@@ -868,10 +868,9 @@ def _odd_collective(ct: pl.DataFrame) -> pl.DataFrame:
 
 
 def _mismatched_collectives(ct: pl.DataFrame) -> pl.DataFrame:
-    """Jobs whose ranks' watchdogs timed out in different collectives of one communicator: in a
-    hang every rank waits in the same one, so ranks apart are a desync. One named process group
-    (PG GUID) may differ in sequence number or operation; without group names, only two ranks
-    waiting in different operations count (a job's other groups have sequences of their own)."""
+    """Jobs whose ranks timed out in different collectives of one communicator (a hang leaves all in
+    the same one): a named group (PG GUID) apart in sequence or operation, or, with no group named,
+    two ranks in different operations (a job's other groups keep sequences of their own)."""
     text = pl.col("raw")
     timed = (
         ct.select(

@@ -20,8 +20,6 @@ from faultline.simulate import simulate
 UNPROVEN = {
     # slurmctld job_mgr.c "Killing %pJ on failed node %s": no public slurmctld log found with it.
     ("slurmctld_kill_job_failed_node", "scheduler"): "no real slurmctld line with provenance yet",
-    # slurmctld ping_nodes.c "Nodes %s not responding, setting DOWN": same.
-    ("slurmctld_nodes_not_responding_down", "scheduler"): "no real slurmctld line with provenance yet",
     # mlx5 port module error "Bad or shorted cable/module": the real lines found say "High
     # Temperature" (thermal_power), a different fault.
     ("mlx5_module_cable_error", "network"): "no real 'Cable error' line of a network cause yet",
