@@ -23,7 +23,7 @@ from .training_data import mask
 MODEL_NAME = "unknown_classifier"
 MODEL_FILE = f"{MODEL_NAME}.joblib"
 META_FILE = f"{MODEL_NAME}.meta.json"
-DEFAULT_THRESHOLD = 0.6
+DEFAULT_THRESHOLD = 0.5
 # Calling an error-looking line benign hides it, so that answer needs more certainty than naming a cause.
 BENIGN_THRESHOLD = 0.8
 # The model answers only for a line holding this many distinct content words it was trained on:

@@ -31,6 +31,29 @@ def test_a_zero_count_or_a_negation_is_benign(msg):
 
 
 @pytest.mark.parametrize(
+    "msg",
+    [
+        "                SRAM Threshold Exceeded       : No",  # nvidia-smi -q, HPE-Japan-Presales/e-learning
+        "        BAD_PAGE_THRESHOLD_EXCEEDED: N/A",  # amd-smi, ROCm/rocm-systems#2987
+    ],
+)
+def test_a_field_whose_value_says_no_is_benign(msg):
+    assert verdicts(msg) == [("benign", "fallback:negative_field")]
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        "    Failed Devices : 1",  # mdadm --detail, kiwix/operations#514
+        "Exit Type: USER_FAILURE",  # microsoft/pai#5464
+        "Status:         Failed",  # kubeflow/trainer#301
+    ],
+)
+def test_a_field_whose_value_is_a_failure_is_no_negative_field(msg):
+    assert verdicts(msg)[0][1] != "fallback:negative_field"
+
+
+@pytest.mark.parametrize(
     "msg, category, entry",
     [
         ("Adapter 0: Array Drive 0: FAIL state entered", "storage", "storage"),

@@ -131,7 +131,7 @@ def test_training_texts_are_masked():
 
 def test_accuracy_on_held_out_real_lines():
     """A fresh model trained without a quarter of the corpus origins (by hash; a thread's lines stay together) and
-    every 4th curated line classifies them: top-1 accuracy >= 0.75; above the 0.6 threshold it
+    every 4th curated line classifies them: top-1 accuracy >= 0.75; above the default threshold it
     answers for >= 60% of them, >= 85% correctly."""
     df = build_training_set().with_row_index("i")
     corpus_sources = df.filter(pl.col("source").str.starts_with("corpus:"))["source"].unique().to_list()
