@@ -607,7 +607,7 @@ ANALYTICS_TABLES = (
     ),
     Table(
         "unknown_signatures",
-        "signature (template group) of lines the rules could not name",
+        "signature (template group) of lines no rule names (unknown, or placed only by the subsystem they name)",
         _cols(
             ("signature_id", S, "stable id"),
             ("template", S, "representative template"),

@@ -10,7 +10,14 @@ import warnings
 import numpy as np
 import polars as pl
 
-from ..classify.model import DEFAULT_THRESHOLD, MIN_KNOWN_WORDS, LoadedModel, load_model, predict_proba_top
+from ..classify.model import (
+    DEFAULT_THRESHOLD,
+    MIN_KNOWN_WORDS,
+    LoadedModel,
+    load_model,
+    placed_by_subject,
+    predict_proba_top,
+)
 from ..classify.training_data import mask
 
 DISTANCE_THRESHOLD = 0.4  # cosine distance under which two template keys are one signature
@@ -108,12 +115,14 @@ def unknown_signatures(
     distance_threshold: float = DISTANCE_THRESHOLD,
     max_clustered_keys: int = MAX_CLUSTERED_KEYS,
 ) -> pl.DataFrame:
-    """One row per signature of the events the rules call ``unknown`` (pass the lake's ``events``;
-    each message is masked here, so days ingested before a mask change group alike), most frequent
-    first: templates, nodes, days, jobs, example and its source, the model's guess (docs/tables.md)."""
+    """One row per signature of the events no rule names (``unknown``, or placed only by the
+    subsystem they name; pass the lake's ``events``; each message is masked here, so days ingested
+    before a mask change group alike), most frequent first: templates, nodes, days, jobs, example
+    and its source, the model's guess (docs/tables.md)."""
     if "category" not in events.columns:
         raise ValueError("events need a `category` column")
-    ev = events.filter(pl.col("category") == "unknown")
+    unnamed = pl.col("category") == "unknown"
+    ev = events.filter(unnamed | placed_by_subject() if "rule_id" in events.columns else unnamed)
     if ev.is_empty():
         return pl.DataFrame(schema=SIGNATURE_SCHEMA)
     # masked here from the message (the lake's template was masked by whichever faultline

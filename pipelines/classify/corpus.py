@@ -83,13 +83,18 @@ def classify_excerpts(lines: list[dict], models_dir: str | None = None) -> list[
 
 def with_model(scored: list[dict], model=None) -> list[dict]:
     """``scored`` with the pipeline's second opinion: the learned model's category (at its
-    threshold) for the lines the rules call unknown, as ``faultline run`` gives it to events."""
+    threshold) for the lines the rules call unknown or place by the subsystem they name, as
+    ``faultline run`` gives it to events."""
     import polars as pl
 
     from .model import load_model, predict
     from .training_data import messages
 
-    idx = [i for i, r in enumerate(scored) if r["pred"]["category"] == "unknown"]
+    def open_to_model(pred: dict) -> bool:
+        placed = (pred.get("rule_id") or "").startswith("fallback:") and pred["category"] != "benign"
+        return pred["category"] == "unknown" or placed
+
+    idx = [i for i, r in enumerate(scored) if open_to_model(r["pred"])]
     if not idx:
         return scored
     msgs = messages([scored[i]["text"] for i in idx], [scored[i]["kind"] for i in idx])

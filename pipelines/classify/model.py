@@ -358,6 +358,12 @@ def _event_text(events: pl.DataFrame) -> pl.Expr:
     return pl.col("template")
 
 
+def placed_by_subject() -> pl.Expr:
+    """Rows an error word and a subsystem's name placed (models/fallback.yaml ``subjects``): a
+    guess the model may overrule."""
+    return pl.col("rule_id").fill_null("").str.starts_with("fallback:") & (pl.col("category") != "benign")
+
+
 def apply_model(
     events: pl.DataFrame,
     *,
@@ -366,13 +372,16 @@ def apply_model(
     model: LoadedModel | None = None,
     domains: dict[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Upgrade rule-``unknown`` rows where the model's top class reaches ``threshold`` (``benign``:
-    ``benign_threshold``): ``category``,
-    ``rule_id`` (``model:unknown_classifier@<version>``) and ``domain`` follow it. Adds
-    ``model_confidence`` (null where the rules decided); other rows and the row order are kept."""
+    """Upgrade rule-``unknown`` rows, and error lines placed only by the subsystem they name
+    (``fallback:<subject>``), where the model's top class reaches ``threshold`` (``benign``:
+    ``benign_threshold``): ``category``, ``rule_id`` (``model:unknown_classifier@<version>``) and
+    ``domain`` follow it. Adds ``model_confidence`` (null where the rules decided); other rows and
+    the row order are kept."""
     if "model_confidence" in events.columns:
         events = events.drop("model_confidence")
     unk = pl.col("category") == "unknown"
+    if "rule_id" in events.columns:
+        unk = unk | placed_by_subject()
     n_unk = events.select(unk.sum()).item() if events.height else 0
     if not n_unk:
         return events.with_columns(model_confidence=pl.lit(None, pl.Float64))

@@ -114,13 +114,16 @@ def test_shipped_file_that_no_longer_matches_its_metadata_is_refused(tmp_path, m
 # --- training data and accuracy on lines the model never saw ------------------------------------
 
 
-def test_curated_lines_are_rule_unknown_and_name_a_cause():
+def test_curated_lines_are_left_to_the_model_and_name_a_cause():
+    """No rule names a curated line: each is unknown or only placed by the subsystem it names."""
     cur = curated_examples()
     assert cur.height >= 85
     assert not set(cur["label"]) & {"benign", "unknown"}
     got = classify_messages(cur["message"], load_ruleset())
-    claimed = cur.with_columns(got.select("category", "rule_id")).filter(pl.col("category") != "unknown")
+    both = cur.with_columns(got.select("category", "rule_id"))
+    claimed = both.filter((pl.col("category") != "unknown") & ~M.placed_by_subject())
     assert claimed.is_empty(), f"rules now name these curated lines: {claimed.rows()}"
+    assert both.filter(M.placed_by_subject()).height >= 20  # NVRM lines: the driver subject
 
 
 def test_training_texts_are_masked():
@@ -232,6 +235,27 @@ def test_apply_model_changes_only_rule_unknown_rows(shipped):
     none = M.apply_model(ev.head(3), model=shipped)
     assert none.drop("model_confidence").equals(ev.head(3)) and none["model_confidence"].is_null().all()
     assert M.apply_model(ev, threshold=1.01, benign_threshold=1.01, model=shipped).drop("model_confidence").equals(ev)
+
+
+def test_apply_model_overrules_a_subject_placement_where_sure(shipped):
+    ev = _events(
+        [
+            # placed under the driver by the name NVRM; the model reads the GSP timeout as the GPU's
+            ("e1", "n1", "driver_firmware", "software", "fallback:gpu_driver", "NVRM: GPU1 GSP RPC timeout"),
+            # placed too, and the model is not sure of it: the placement stands
+            ("e2", "n1", "driver_firmware", "software", "fallback:gpu_driver", "NVRM: frobnicator quux zorp failed"),
+            # a benign fallback entry is a reading, not a guess: left alone
+            ("e3", "n2", "benign", "none", "fallback:zero_count", "NVRM: GPU1 GSP RPC timeout, 0 errors"),
+        ]
+    )
+    out = M.apply_model(ev, model=shipped)
+    got = out.select("category", "domain", "rule_id").rows()
+    assert got == [
+        ("gpu_hardware", "hardware", shipped.rule_id),
+        ("driver_firmware", "software", "fallback:gpu_driver"),
+        ("benign", "none", "fallback:zero_count"),
+    ]
+    assert out["model_confidence"].is_null().to_list() == [False, False, True]
 
 
 class _FixedProba:
@@ -437,7 +461,9 @@ def test_model_upgraded_events_flow_through_the_analytics(tmp_path, shipped):
         (day / "kernel" / f"{node}.log").write_text("".join(f"Nov 24 {t} {node} kernel: {m}\n" for t, m in lines))
     pt = ingest_partition(tmp_path, "acme", "c1", "2026-11-24")
     lake_events = pt.events
-    assert lake_events.filter(pl.col("category") == "unknown").height == 4  # the rules' verdict
+    # the rules' verdict: unknown, or the GSP lines placed under the driver by the name NVRM
+    assert lake_events.filter(pl.col("category") == "unknown").height == 2
+    assert lake_events.filter(M.placed_by_subject())["category"].to_list() == ["driver_firmware"] * 2
 
     events = M.apply_model(lake_events, model=shipped)
     by_node = dict(events.group_by("node").agg(pl.col("category").unique().sort()).iter_rows())
