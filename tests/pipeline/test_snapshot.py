@@ -90,26 +90,34 @@ def test_files_rewritten_during_a_query_are_not_read(wh):
     assert after != before and after[1].startswith(str(40 * int(before[1].split(":")[0])) + ":")
 
 
-def test_without_a_snapshot_the_same_query_reads_torn_files(wh, monkeypatch):
+def test_without_a_snapshot_the_same_query_reads_torn_files(built, tmp_path, monkeypatch):
     """What the snapshot prevents: views over the live files (hard links refused) read a
-    file rewritten under the query with the footer of the file they bound, or fail."""
+    file rewritten under the query with the footer of the file they bound, or fail. A race:
+    on a loaded machine DuckDB may have read every file first, so up to three fresh tries."""
 
     def refuse(src, dst):
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(S.os, "link", refuse)
-    report = W.build(wh)
-    assert report.snapshot is None and "cannot hard-link" in report.snapshot_error
-    assert not any((wh / S.SNAPSHOT_DIR).iterdir())  # the attempt left nothing
-    before = _answer(wh)
-    con = W.connect_readonly(wh)
-    try:
-        got = _race(con, wh)
-    except duckdb.Error as exc:
-        got = str(exc)
-    finally:
-        con.close()
-    assert got != before
+    answers = []
+    for attempt in range(3):
+        wh = tmp_path / f"wh{attempt}"
+        shutil.copytree(built, wh, ignore=shutil.ignore_patterns(S.SNAPSHOT_DIR, W.DB_FILE))
+        report = W.build(wh)
+        assert report.snapshot is None and "cannot hard-link" in report.snapshot_error
+        assert not any((wh / S.SNAPSHOT_DIR).iterdir())  # the attempt left nothing
+        before = _answer(wh)
+        con = W.connect_readonly(wh)
+        try:
+            got = _race(con, wh)
+        except duckdb.Error as exc:
+            got = str(exc)
+        finally:
+            con.close()
+        answers.append((before, got))
+        if got != before:
+            break
+    assert answers[-1][1] != answers[-1][0], answers
 
 
 def test_views_name_only_snapshot_files(wh):

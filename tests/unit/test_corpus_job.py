@@ -16,11 +16,11 @@ def job_lines():
 
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
-    assert s["failure_lines"] >= 1390 and s["benign_lines"] >= 2695
-    assert s["detection"] >= 0.977
-    assert s["category"] >= 0.894
-    assert s["unknown_share"] <= 0.084
-    assert s["false_alarms"] <= 47 and s["missed"] <= 43
+    assert s["failure_lines"] >= 1450 and s["benign_lines"] >= 2945
+    assert s["detection"] >= 0.975
+    assert s["category"] >= 0.887
+    assert s["unknown_share"] <= 0.085
+    assert s["false_alarms"] <= 53 and s["missed"] <= 55
 
 
 def test_job_context_lines_carry_their_event(job_lines):

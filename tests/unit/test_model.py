@@ -302,13 +302,13 @@ SIG_LINES = [  # (group, node, message)
     (
         "evict",
         "n6",
-        "Lustre: scratch-MDT0000-mdc-ffff9a1b2c3d4000: This client was evicted by scratch-MDT0000; "
+        "LustreError: 167-0: scratch-MDT0000-mdc-ffff9a1b2c3d4000: This client was evicted by scratch-MDT0000; "
         "in progress operations using this service will fail.",
     ),
     (
         "evict",
         "n7",
-        "Lustre: work-MDT0001-mdc-ffff88aa11bb2000: This client was evicted by work-MDT0001; "
+        "LustreError: 167-0: work-MDT0001-mdc-ffff88aa11bb2000: This client was evicted by work-MDT0001; "
         "in progress operations using this service will fail.",
     ),
     ("nvme_ctrl", "n7", "nvme nvme3: Identify Controller failed (-4), device unusable"),
