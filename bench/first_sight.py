@@ -26,11 +26,10 @@ recs = [json.loads(x) for x in open(sys.argv[1])]
 scored = corpus.classify_excerpts(recs)
 unk = [i for i, r in enumerate(scored) if r["pred"]["category"] == "unknown"]
 for t in [float(x) for x in sys.argv[2].split(",")] if sys.argv[2] else [None]:
+    out = [dict(r, pred=dict(r["pred"])) for r in scored]
     if t is None:  # the parent's (or the overlay's) own second opinion, as the pipeline gives it
-        out = corpus.with_model([dict(r, pred=dict(r["pred"])) for r in scored])
-    else:
-        out = [dict(r, pred=dict(r["pred"])) for r in scored]
-    if unk and t is not None:
+        out = corpus.with_model(out)
+    elif unk:
         msgs = messages([out[i]["text"] for i in unk], [out[i]["kind"] for i in unk])
         got = predict(pl.Series(msgs, dtype=pl.String), model=load_model(), threshold=t)["category"]
         for i, cat in zip(unk, got.to_list()):

@@ -15,7 +15,7 @@ from ..classify.model import (
     MIN_KNOWN_WORDS,
     LoadedModel,
     load_model,
-    placed_by_subject,
+    open_to_model,
     predict_proba_top,
 )
 from ..classify.training_data import mask
@@ -121,8 +121,7 @@ def unknown_signatures(
     and its source, the model's guess (docs/tables.md)."""
     if "category" not in events.columns:
         raise ValueError("events need a `category` column")
-    unnamed = pl.col("category") == "unknown"
-    ev = events.filter(unnamed | placed_by_subject() if "rule_id" in events.columns else unnamed)
+    ev = events.filter(open_to_model(events.columns))
     if ev.is_empty():
         return pl.DataFrame(schema=SIGNATURE_SCHEMA)
     # masked here from the message (the lake's template was masked by whichever faultline

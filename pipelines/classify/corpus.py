@@ -87,14 +87,14 @@ def with_model(scored: list[dict], model=None) -> list[dict]:
     ``faultline run`` gives it to events."""
     import polars as pl
 
-    from .model import load_model, predict
+    from .model import load_model, open_to_model, predict
     from .training_data import messages
 
-    def open_to_model(pred: dict) -> bool:
-        placed = (pred.get("rule_id") or "").startswith("fallback:") and pred["category"] != "benign"
-        return pred["category"] == "unknown" or placed
-
-    idx = [i for i, r in enumerate(scored) if open_to_model(r["pred"])]
+    preds = pl.DataFrame(
+        {k: [r["pred"].get(k) for r in scored] for k in ("category", "rule_id")},
+        schema={"category": pl.String, "rule_id": pl.String},
+    )
+    idx = preds.with_row_index("i").filter(open_to_model(preds.columns))["i"].to_list()
     if not idx:
         return scored
     msgs = messages([scored[i]["text"] for i in idx], [scored[i]["kind"] for i in idx])

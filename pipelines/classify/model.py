@@ -364,6 +364,12 @@ def placed_by_subject() -> pl.Expr:
     return pl.col("rule_id").fill_null("").str.starts_with("fallback:") & (pl.col("category") != "benign")
 
 
+def open_to_model(columns: list[str]) -> pl.Expr:
+    """Rows no rule names, for a frame with these columns: ``unknown``, or placed by subject."""
+    unnamed = pl.col("category") == "unknown"
+    return unnamed | placed_by_subject() if "rule_id" in columns else unnamed
+
+
 def apply_model(
     events: pl.DataFrame,
     *,
@@ -379,9 +385,7 @@ def apply_model(
     the row order are kept."""
     if "model_confidence" in events.columns:
         events = events.drop("model_confidence")
-    unk = pl.col("category") == "unknown"
-    if "rule_id" in events.columns:
-        unk = unk | placed_by_subject()
+    unk = open_to_model(events.columns)
     n_unk = events.select(unk.sum()).item() if events.height else 0
     if not n_unk:
         return events.with_columns(model_confidence=pl.lit(None, pl.Float64))
