@@ -864,10 +864,39 @@ def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
     return c.join(g, on="_grp", how="left", maintain_order="left").with_columns(_grp=pl.col("_to")).drop("_to")
 
 
+#: the syslog tag fields of the prefix (``prefix._ALTS``): the daemon that wrote the line
+SYSLOG_TAGS = ("tag_bsd", "tag_iso", "tag5424")
+
+
+def _with_daemon_tags(c: pl.DataFrame, msg: pl.Expr, cls: pl.DataFrame, rs: RuleSet, full: bool) -> pl.DataFrame:
+    """A syslog line of a daemon (``smartd[2842]: ...``) that no rule names by its message alone
+    is classified again with its tag in front: rules that name the daemon read it as it printed."""
+    tags = [t for t in SYSLOG_TAGS if t in c.columns]
+    if not tags or not c.height:
+        return cls
+    placed = [i for i, r in enumerate(rs.rules) if r.placed]
+    tag = pl.coalesce(*tags)
+    unnamed = cls["rule_idx"].is_null() | cls["rule_idx"].is_in(placed)
+    daemon = c.select(tag.is_not_null() & ~tag.is_in(["kernel:", "kern:"]) & pl.Series(unnamed)).to_series()
+    if not daemon.any():
+        return cls
+    retry = (
+        c.with_columns(_i=pl.int_range(pl.len(), dtype=pl.UInt32))
+        .filter(daemon)
+        .select("_i", m=pl.concat_str(tag, pl.lit(" "), msg))
+    )
+    alt = classify_messages(retry["m"], rs, every_line=full).with_columns(_i=retry["_i"])
+    alt = alt.filter(pl.col("rule_idx").is_not_null() & ~pl.col("rule_idx").is_in(placed))
+    if not alt.height:
+        return cls
+    return cls.with_row_index("_i").update(alt, on="_i", include_nulls=True).drop("_i")
+
+
 def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
     c = _split_prefixes(c.sort("_file", "line_no"))
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
     cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full)
+    cls = _with_daemon_tags(c, msg, cls, rs, full)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 

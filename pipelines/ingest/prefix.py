@@ -11,8 +11,10 @@ import re
 import polars as pl
 
 _HOST = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_MON = r"(?:[^\W\d_]{3,5}\.?|1?\d月)"  # Nov, Dez, déc., avril, sept., 11月 (localized syslog)
-_TAG = r"[A-Za-z0-9_.@/()-]+(?:\[\d+\])?:"  # kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:
+_MON = r"(?:[^\W\d_]{3,5}\.?|1?\d[月월])"  # Nov, Dez, déc., avril, sept., 11月, 11월 (localized syslog)
+_SEVERITY = r"(?:(?:EMERG|ALERT|CRIT|ERR|WARNING|NOTICE|INFO|DEBUG)\s+)?"  # rsyslog's %syslogseverity-text%
+# kernel:  nvidia-fabricmanager[812]:  (udev-worker)[106246]:  swss#portsyncd: (SONiC)
+_TAG = r"[A-Za-z0-9_.@/()#-]+(?:\[\d+\])?:"
 _ANSI = r"(?:\x1b\[[0-9;]*m|\^\[\[[0-9;]*m)"  # a terminal colour code, raw or as pasted (^[[1;36m)
 _STAMP_Z = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)"
 _STAMP_N = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
@@ -82,12 +84,14 @@ _ALTS = [
     r"<\d{1,3}>1 (?P<iso5424>\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)) (?P<host5424>\S+) (?P<tag5424>\S+) \S+ \S+ (?:-|\[.*?\]) ?",
     # dmesg -x: "kern  :warn  : " then the iso form with a decimal comma
     r"(?:[a-z]+\s*:[a-z]+\s*:\s)?(?P<diso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:[+-]\d\d:?\d\d|Z)?)\s",
-    # RFC 3339 syslog / journald short-iso, optional host (journalctl --no-hostname)
-    rf"(?P<iso>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\s+(?:(?P<host_iso>{_HOST})\s+)?(?P<tag_iso>{_TAG})\s?",
+    # RFC 3339 syslog / journald short-iso, optional host (journalctl --no-hostname); without a
+    # zone (rsyslog's date-rfc3339 on a host set to UTC) it is read as UTC
+    rf"(?P<iso>\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+(?:(?P<host_iso>{_HOST})\s+)?(?P<tag_iso>{_TAG})\s?",
     # Talos / syslog-over-network: "kern: warning: [2026-11-24T03:14:07.123456789Z]: msg"
-    r"[a-z]+: [a-z]+: \[(?P<talos>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]:\s",
-    # BSD syslog (no year)
-    rf"(?P<bsd>{_MON}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d)\s+(?:(?P<host_bsd>{_HOST})\s+)?(?P<tag_bsd>{_TAG})\s?",
+    r"[a-z]+:\s+[a-z]+:\s+\[(?P<talos>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]:\s",
+    # BSD syslog (no year), with journalctl -o short-precise's microseconds and the severity
+    # name SONiC's rsyslog template writes before the tag
+    rf"(?P<bsd>{_MON}\s+\d{{1,2}}\s+\d\d:\d\d:\d\d(?:\.\d{{1,9}})?)\s+(?:(?P<host_bsd>{_HOST})\s+)?{_SEVERITY}(?P<tag_bsd>{_TAG})\s?",
     # /dev/kmsg record: priority,sequence,usec,flags;
     r"(?P<kmsg_pri>\d{1,3}),\d+,(?P<kmsg_us>\d+),[^;]*;",
     # raw dmesg, optional printk level and the caller id CONFIG_PRINTK_CALLER adds ([  T650], [    C2])
@@ -104,8 +108,9 @@ _ALTS = [
     r"(?P<mmfs>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:?\d\d):\s",
     # fabric manager: [Nov 24 2026 03:14:07]
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
-    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123
-    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?)\]?\s",
+    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123; Go's log
+    # package (device plugin, DCGM exporter): 2026/11/24 03:14:07
+    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]?\s",
     # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
     # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
     r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
@@ -283,7 +288,7 @@ def _split_job(raw: pl.Series) -> pl.Series:
 
 def _month_expr(name: pl.Expr) -> pl.Expr:
     key = name.str.to_lowercase().str.strip_chars(".")
-    numbered = key.str.extract(r"^(\d{1,2})月$", 1).cast(pl.Int32, strict=False)  # CJK: 11月
+    numbered = key.str.extract(r"^(\d{1,2})[月월]$", 1).cast(pl.Int32, strict=False)  # CJK: 11月, 11월
     return pl.coalesce(key.replace_strict(MONTHS, default=None, return_dtype=pl.Int32), numbered)
 
 
@@ -355,7 +360,10 @@ def derive_timestamps(
         c("slurm").str.replace("T", " ", literal=True),
         pl.coalesce(c("pylog"), c("lead_n"), c("sgl"), c("raycc"), c("nemo"), c("hf"), c("titan"))
         .str.replace(",", ".", literal=True)
-        .str.replace("T", " ", literal=True),
+        .str.replace("T", " ", literal=True)
+        .str.replace_all("/", "-", literal=True),
+        # RFC 3339 without a zone: the zoned parse above leaves it
+        c("iso").str.replace("T", " ", literal=True),
     )
     naive_ts = naive_txt.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us", time_zone="UTC")
     ctime_parts = pl.coalesce(c("ctime"), c("lead_c")).str.extract_groups(

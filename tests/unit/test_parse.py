@@ -222,3 +222,23 @@ def test_files_parsed_in_chunks_give_what_one_batch_gives(monkeypatch):
     for a, b in zip(whole, chunked):
         assert a.events.equals(b.events) and a.quarantine.equals(b.quarantine)
         assert (a.lines_read, a.event_lines, a.benign) == (b.lines_read, b.event_lines, b.benign)
+
+
+def test_a_daemon_line_is_read_with_its_syslog_tag_where_its_message_alone_names_no_rule(tmp_path):
+    # real lines (models/corpus: a Fedora journal; ossec-docs' smartd samples): the rules that
+    # name rngd and smartd read the tag the syslog prefix split off; a message a rule names alone keeps it
+    res = _parse(
+        tmp_path,
+        (
+            "Feb 14 20:49:45 localhost.localdomain rngd[252]: [hwrng ]: Initialization Failed\n"
+            "Jun 16 19:04:31 Lab8 smartd[2842]: Device: /dev/sda [SAT], SMART Prefailure Attribute: 7 Seek_Error_Rate changed from 200 to 100\n"
+            "Jun 16 12:32:40 Lab9 smartd[2881]: Device: /dev/sda [SAT], 1 Currently unreadable (pending) sectors\n"
+        ),
+        full=True,
+    )
+    rows = res.per_line.select("line_no", "category", "rule_id").rows()
+    assert rows == [
+        (1, "benign", "absent_device_probe_noise"),
+        (2, "benign", "smartd_attribute_changed"),
+        (3, "storage", "smartd_bad_sectors"),
+    ]

@@ -278,6 +278,62 @@ REAL = [
         None,
         "BUG: unable to handle page fault for address: ffff888058a67000",
     ),
+    # journalctl -o short-precise (Neroued/ninfer#12); SONiC's rsyslog severity before the tag
+    # (aristanetworks/sonic#76, sonic-net/sonic-buildimage#7310)
+    (
+        "Aug 10 22:40:59.883581 anthill kernel: NVRM: nvAssertFailedNoLog: Assertion failed: (status == NV_OK) || "
+        "(status == NV_ERR_GPU_IN_FULLCHIP_RESET) @ rs_server.c:1375",
+        "2026-08-10T22:40:59.883581",
+        "yearless",
+        "anthill",
+        "NVRM: nvAssertFailedNoLog: Assertion failed: (status == NV_OK) || (status == NV_ERR_GPU_IN_FULLCHIP_RESET) "
+        "@ rs_server.c:1375",
+    ),
+    (
+        "Jan 30 01:09:50.688299 str2-7804-lc7-1 WARNING kernel: [87721.072616]  (scd_smbus_master_xfer:398)",
+        "2026-01-30T01:09:50.688299",
+        "yearless",
+        "str2-7804-lc7-1",
+        " (scd_smbus_master_xfer:398)",
+    ),
+    (
+        "Apr  9 21:05:38.103350 str-s6100-acs-4 NOTICE swss#portsyncd: :- onMsg: nlmsg type:16 key:eth0 admin:1 "
+        "oper:0 addr:34:17:eb:49:61:00 ifindex:2 master:0",
+        "2026-04-09T21:05:38.103350",
+        "yearless",
+        "str-s6100-acs-4",
+        ":- onMsg: nlmsg type:16 key:eth0 admin:1 oper:0 addr:34:17:eb:49:61:00 ifindex:2 master:0",
+    ),
+    # RFC 3339 without a zone (raspberrypi/linux#5239); Talos' padded level (siderolabs/talos#8733);
+    # Go's log package (kubernetes/minikube#6912); a Korean journal's month (DualCoder/vgpu_unlock#110)
+    (
+        "2022-11-04T14:09:31 server kernel:[75215.928881] NETDEV WATCHDOG: eth1 (r8152): transmit queue 0 timed out",
+        "2022-11-04T14:09:31",
+        "naive_utc",
+        "server",
+        "NETDEV WATCHDOG: eth1 (r8152): transmit queue 0 timed out",
+    ),
+    (
+        "109.200.197.196: kern:    info: [2024-04-16T18:19:30.92421418Z]: XFS (sdb5): Ending clean mount",
+        "2024-04-16T18:19:30.924214",
+        "absolute",
+        "109.200.197.196",
+        "XFS (sdb5): Ending clean mount",
+    ),
+    (
+        "2020/05/26 14:26:03 Failed to initialize NVML: could not load NVML library.",
+        "2020-05-26T14:26:03",
+        "naive_utc",
+        None,
+        "Failed to initialize NVML: could not load NVML library.",
+    ),
+    (
+        "11월 15 16:00:51 nvidia-vgpu-mgr[3472905]: notice: vmiop_log: Driver Version: 510.85.03",
+        "2026-11-15T16:00:51",
+        "yearless",
+        None,
+        "notice: vmiop_log: Driver Version: 510.85.03",
+    ),
     (
         "[2020-12-14T09:44:58.306] [63532.0] done with job",
         "2020-12-14T09:44:58.306000",
