@@ -108,9 +108,10 @@ _ALTS = [
     r"(?P<mmfs>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:?\d\d):\s",
     # fabric manager: [Nov 24 2026 03:14:07]
     r"\[(?P<fm>[A-Z][a-z]{2} \d{1,2} \d{4} \d\d:\d\d:\d\d)\]\s",
-    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123; Go's log
-    # package (device plugin, DCGM exporter): 2026/11/24 03:14:07
-    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]?\s",
+    # torchrun / python logging: [2026-11-24 03:14:07,123] or 2026-11-24 03:14:07,123, with a
+    # colon, bar or the next bracket after it (TensorFlow, Composer, Hydra); Go's log package
+    # (device plugin, DCGM exporter): 2026/11/24 03:14:07
+    r"\[?(?P<pylog>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)?|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\]?[:|]?\s?",
     # glog: [E1124 03:14:07.123456789 file.cpp:632] or E1124 03:14:07.123456  1234 file.cc:12];
     # PyTorch's own writes the month unpadded: [E128 13:23:00.788972321 ...] is January 28
     r"\[?(?P<glog_lvl>[IWEF])(?P<glog>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?:\s+\d+)?\s+[\w./\\:-]+:\d+\]\s?",
@@ -130,6 +131,8 @@ _JOB_ALTS_FIRST = [
     r"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|[\w./-]+:\d+\] (?P<hf>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) >> ",
     r"\[titan\] (?P<titan>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - [\w.]+ - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ",
     rf"\[task (?P<tc>{_STAMP_Z})\] (?:\[[\w-]+\] )?",
+    # the Hugging Face example scripts' logging: 11/23/2023 07:08:28 - WARNING - datasets.builder -
+    r"(?P<hfus>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d) - ",
 ]
 _JOB_ALTS_LAST = [
     # PyTorch's C++ log lines without a time: [W Utils.hpp:108], [E ProcessGroupNCCL.cpp:414]
@@ -308,7 +311,7 @@ _NOT_STAMP = {"msg", "rank_label", "srun_label", "pdsh", "kmsg_pri", "kmsg_us", 
 _NOT_STAMP |= {
     f
     for f in JOB_ONLY_FIELDS
-    if f not in ("lead_z", "lead_zs", "lead_n", "lead_c", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm")
+    if f not in ("lead_z", "lead_zs", "lead_n", "lead_c", "sgl", "raycc", "nemo", "hf", "titan", "tc", "vllm", "hfus")
 }
 STAMP_FIELDS = tuple(
     f for f in PREFIX_FIELDS + JOB_ONLY_FIELDS if f not in _NOT_STAMP and not f.startswith(("host", "tag"))
@@ -374,6 +377,7 @@ def derive_timestamps(
         ctime_parts.struct.field("y"), ctime_m, ctime_parts.struct.field("d"), ctime_parts.struct.field("t")
     )
     fm_ts = c("fm").str.to_datetime("%b %d %Y %H:%M:%S", strict=False, time_unit="us", time_zone="UTC")
+    hfus_ts = c("hfus").str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_unit="us", time_zone="UTC")
 
     bsd_parts = c("bsd").str.extract_groups(r"^(?P<m>\S+)\s+(?P<d>\d+)\s+(?P<t>\S+)$")
     bsd_m = _month_expr(bsd_parts.struct.field("m"))
@@ -405,7 +409,7 @@ def derive_timestamps(
         .select(
             "_skey",
             _abs=_sane(abs_ts),
-            _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts)),
+            _naive=_sane(pl.coalesce(naive_ts, ctime_ts, fm_ts, hfus_ts)),
             _yearless=_sane(pl.coalesce(bsd_ts, glog_ts, vllm_ts, h_ts)),
         )
     )

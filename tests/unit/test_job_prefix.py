@@ -183,9 +183,9 @@ CASES = [
         None,
         1,
         None,
-        "2020-09-25T16:52:36.000000",
+        "2020-09-25T16:52:36.515479",
         "naive_utc",
-        "2020-09-25 16:52:36.515479: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1746] Adding visible gpu devices: 1",
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1746] Adding visible gpu devices: 1",
     ),
     # a rank label with a space instead of the colon (github.com/marin-community/marin/issues/7650)
     (
@@ -487,6 +487,45 @@ CASES = [
         "2025-01-29T08:52:44.000000",
         "naive_utc",
         "Using default MoE config. Performance might be sub-optimal! Config file not found at /home/ubuntu/.local/lib/python3.10/site-packages/sglang/srt/layers/moe/fused_moe_triton/configs/E=160,N=192,device_name=NVIDIA_A100-SXM4-80GB.json",
+    ),
+    # a stamp followed by a colon (MIC-DKFZ/nnUNet#1254), a bar (PeihaoChen/RSPNet#3) or the
+    # next bracket (Hydra; MCG-NJU/RTD-Action#31); the Hugging Face example scripts' logging
+    # (huggingface/notebooks: diffusers/SDXL_Dreambooth_LoRA_advanced_example.ipynb)
+    (
+        "2022-12-12 11:06:50.304311: saving checkpoint...",
+        None,
+        None,
+        None,
+        "2022-12-12T11:06:50.304311",
+        "naive_utc",
+        "saving checkpoint...",
+    ),
+    (
+        '2021-07-08 02:04:46,333|INFO    |Saving checkpoint to "exps/ucf101-r2plus1d/checkpoint.pth.tar"',
+        None,
+        None,
+        None,
+        "2021-07-08T02:04:46.333000",
+        "naive_utc",
+        'INFO    |Saving checkpoint to "exps/ucf101-r2plus1d/checkpoint.pth.tar"',
+    ),
+    (
+        "[2024-02-22 19:20:17,149][datasets.builder][WARNING] - Found cached dataset json (/root/.cache/huggingface/datasets/json/default-70dc00f935d3701b/0.0.0/8bb11242116d547c741b2e8a1f18598ffdd40a1d4f2a2872c7a28b697434bc96)",
+        None,
+        None,
+        None,
+        "2024-02-22T19:20:17.149000",
+        "naive_utc",
+        "[datasets.builder][WARNING] - Found cached dataset json (/root/.cache/huggingface/datasets/json/default-70dc00f935d3701b/0.0.0/8bb11242116d547c741b2e8a1f18598ffdd40a1d4f2a2872c7a28b697434bc96)",
+    ),
+    (
+        "12/04/2023 08:53:53 - INFO - __main__ - ***** Running training *****",
+        None,
+        None,
+        None,
+        "2023-12-04T08:53:53.000000",
+        "naive_utc",
+        "INFO - __main__ - ***** Running training *****",
     ),
 ]
 
