@@ -63,7 +63,8 @@ WORKER_RE = (
     r"process \d+ terminated with (?:signal|exit code)|ChildFailedError|exitcode\s*:\s*-\d+|"
     r"signal \d+ \(SIG\w+\) received by PID|Worker \S* ?(?:died|was killed|has failed)|"
     r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal|"
-    r"Worker unexpectedly exits with a connection error code|Fatal Python error: Aborted\b"
+    r"Worker unexpectedly exits with a connection error code|Fatal Python error: Aborted\b|"
+    r"\] exits with return code = -\d+"
 )
 EXHAUSTION_RE = (
     r"Out of memory: Kill|Memory cgroup out of memory|oom[-_]kill|Out Of Memory|"
@@ -99,7 +100,7 @@ CUDA_UNKNOWN_RE = r"CUDA error: unknown error|\bcudaErrorUnknown\b"
 # its own; the worker's failure it reacts to (``failed (exitcode: -6) local_rank: 3``) says more
 TEARDOWN_RE = (
     r"Sending process \d+ closing signal SIG\w+|Unable to shutdown process \d+ via \d+, forcefully exit|"
-    r"Closing process \d+ via signal SIG\w+"
+    r"Closing process \d+ via signal SIG\w+|sigkill_handler\] Killing subprocess \d+"
 )
 # srun's report that a task's program died of itself (a non-zero exit, a segfault, an abort): the
 # program's death, not the scheduler's act; the tasks srun kills after it, and the step's
@@ -117,6 +118,8 @@ NCCL_PROC_RE = r"([\w.-]+):(\d+):\d+ \[(\d+)\] (?:\S+ )?\**NCCL (?:INFO|WARN)"
 #: label's local rank ("[default7]:") comes parsed with the event. On a one-node job it is the rank
 LOCAL_RANK_RE = r"\blocal_rank: (\d+)"
 SEQ_RE = r"SeqNum=(\d+)"
+# a waiting rank naming the rank it waits on: gloo's monitored barrier, Horovod's stall inspector
+SUSPECT_RANK_RE = r"while waiting for send/recv from rank (\d+)\b|\[missing ranks: (\d+)\]\s*$"
 OP_RE = r"OpType=(\w+)"
 PG_RE = r"\bPG ID \d+ PG GUID ([^\s\]]+)"
 #: point-to-point operations: ranks of a pipeline legitimately wait in different ones
@@ -594,9 +597,15 @@ def _decide(
         .agg(pl.col("rank").first().alias("_same_rank"))
     )
     ct = ev.filter(pl.col("category") == "collective_timeout")
+    suspect = pl.col("raw").str.extract_groups(SUSPECT_RANK_RE)
     counts = ct.group_by(JOB_KEY).agg(
         pl.col("repeats").fill_null(1).sum().alias("_n_timeouts"),
         pl.col("rank").drop_nulls().unique().alias("_timeout_ranks"),
+        pl.coalesce(suspect.struct.field("1"), suspect.struct.field("2"))
+        .cast(pl.Int64, strict=False)
+        .drop_nulls()
+        .unique()
+        .alias("_named_ranks"),
     )
     # the process whose line decided (NCCL's header), and its rank as the job's output says it
     per_proc, per_host = ranks
@@ -898,7 +907,8 @@ def _mismatched_collectives(ct: pl.DataFrame) -> pl.DataFrame:
 def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: AnalyticsConfig) -> pl.DataFrame:
     """Culprit of an all-ranks-timed-out hang: ranks that never enqueued the collective the others
     wait in (a desync, ``_not_joined``), else the lagging dumps, the ranks missing from the
-    timeout reports, the one rank in another collective, or the only rank that reported."""
+    timeout reports, the one rank the waiting ranks name, the one rank in another collective, or
+    the only rank that reported."""
     gpn = cfg.gpus_per_node
     none = pl.lit(None, pl.List(pl.Int64))
     if flight is not None and flight.height:
@@ -935,6 +945,8 @@ def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: Analytics
     one_lag = lag_nodes.list.len() == 1
     one_miss = (miss_nodes.list.len() == 1) & (reported.list.len() > 0)
     one_miss_rank = (missing.list.len() == 1) & (reported.list.len() > 0)
+    named = pl.col("_named_ranks").cast(pl.List(pl.Int64)).fill_null(pl.lit([], pl.List(pl.Int64)))
+    one_named = named.list.len() == 1
     odd = pl.col("_odd_rank").is_not_null()
     only = reported.list.len() == 1
     node_of = lambda i: pl.col("nodes").list.get(i, null_on_oob=True)  # noqa: E731
@@ -946,6 +958,8 @@ def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: Analytics
         .then(single("_lag_ranks"))
         .when(one_miss_rank)
         .then(missing.list.first())
+        .when(one_named)
+        .then(named.list.first())
         .when(odd)
         .then(pl.col("_odd_rank").cast(pl.Int64))
         .when(only)
@@ -958,6 +972,8 @@ def _localize_hangs(d: pl.DataFrame, flight: pl.DataFrame | None, cfg: Analytics
         .then(pl.lit("flight_recorder"))
         .when(one_miss_rank)
         .then(pl.lit("missing_rank"))
+        .when(one_named)
+        .then(pl.lit("named_rank"))
         .when(odd)
         .then(pl.lit("odd_collective"))
         .when(only)

@@ -16,11 +16,11 @@ def job_lines():
 
 def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
-    assert s["failure_lines"] >= 1520 and s["benign_lines"] >= 3105
-    assert s["detection"] >= 0.974
-    assert s["category"] >= 0.881
-    assert s["unknown_share"] <= 0.088
-    assert s["false_alarms"] <= 56 and s["missed"] <= 61
+    assert s["failure_lines"] >= 1620 and s["benign_lines"] >= 3355
+    assert s["detection"] >= 0.973
+    assert s["category"] >= 0.869
+    assert s["unknown_share"] <= 0.095
+    assert s["false_alarms"] <= 60 and s["missed"] <= 70
 
 
 def test_job_context_lines_carry_their_event(job_lines):

@@ -12,6 +12,7 @@ import zstandard
 from click.testing import CliRunner
 from helpers.hostile import ANSI, BIDI, SCRIPT
 
+from faultline.classify import corpus
 from faultline.cli import main
 
 CASES = Path(__file__).resolve().parent.parent / "fixtures" / "jobs" / "dev"
@@ -195,6 +196,20 @@ def test_rays_memory_monitor_names_the_node_that_ran_out():
     assert (d["root_cause"], d["culprit_node"]) == ("host", "10.20.49.141")
     d = as_json(str(CASES / "easyr1-185-raylet-memory-pressure-oom" / "output.log"))
     assert (d["root_cause"], d["culprit_node"]) == ("host", "10.95.143.76")
+
+
+def test_horovods_stall_inspector_names_the_rank_the_others_wait_for():
+    # "allreduce.avg_loss [missing ranks: 1]" under the stall warning (horovod/horovod#429)
+    d = as_json(str(CASES / "horovod-429-stalled-allreduce-missing-rank1" / "output.log"))
+    assert (d["root_cause"], d["culprit_rank"]) == ("collective_timeout", 1)
+
+
+def test_deepspeeds_launcher_killing_a_worker_that_got_sigkill_is_the_hosts_oom_killer():
+    # "Killing subprocess 13266", then "... exits with return code = -9" (DeepSpeed#3232)
+    src = "https://github.com/deepspeedai/DeepSpeed/issues/3232"
+    text = "".join(r["text"] + "\n" for r in corpus.load("dev") if r["source"] == src)
+    d = as_json("-", stdin=text.encode())
+    assert (d["root_cause"], d["decided_by"]) == ("host", "job:launcher_worker_died+sigkill")
 
 
 def test_unreadable_input_is_one_line_and_exit_2(tmp_path):

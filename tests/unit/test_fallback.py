@@ -24,6 +24,9 @@ def verdicts(*msgs: str) -> list[tuple[str, str | None]]:
         "Predictive Failure Count: 0",  # hpssacli
         "# 6  Extended offline    Completed without error       00%       245         -",  # smartctl
         "        Uncorrectable Error               : 0",  # nvidia-smi -q
+        "            SRAM Uncorrectable Parity     : 0",  # nvidia-smi -q, leptonai/gpud testdata
+        "            DRAM Uncorrectable            : 0",  # the same
+        " Failed Devices : 0",  # mdadm --detail, 1000001101000/Debian_on_Buffalo#87
     ],
 )
 def test_a_zero_count_or_a_negation_is_benign(msg):
@@ -35,6 +38,7 @@ def test_a_zero_count_or_a_negation_is_benign(msg):
     [
         "                SRAM Threshold Exceeded       : No",  # nvidia-smi -q, HPE-Japan-Presales/e-learning
         "        BAD_PAGE_THRESHOLD_EXCEEDED: N/A",  # amd-smi, ROCm/rocm-systems#2987
+        "  Pack is about to fail & should be replaced : No",  # MegaCLI, glensc/nagios-plugin-check_raid
     ],
 )
 def test_a_field_whose_value_says_no_is_benign(msg):
