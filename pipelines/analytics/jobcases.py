@@ -211,7 +211,7 @@ def score(rows: list[dict]) -> dict:
 
 #: the dev split's figures as reached, for both paths (unknown_share: at most); the goal is
 #: 0.90 root cause and 0.90 culprit. tests/system/test_job_cases.py holds them.
-DEV_FLOORS = {"root_cause": 0.767, "culprit": 0.658, "unknown_share": 0.090, "agree": 1.0}
+DEV_FLOORS = {"root_cause": 0.767, "culprit": 0.667, "unknown_share": 0.090, "agree": 1.0}
 
 
 def misses(s: dict, floors: dict = DEV_FLOORS) -> list[str]:
