@@ -204,6 +204,19 @@ def test_horovods_stall_inspector_names_the_rank_the_others_wait_for():
     assert (d["root_cause"], d["culprit_rank"]) == ("collective_timeout", 1)
 
 
+def test_gloos_monitored_barrier_names_the_rank_it_waits_on_not_the_rank_that_waits():
+    # "[rank3]:... Rank 3 successfully reached monitoredBarrier, but received errors while waiting
+    # for send/recv from rank 0" (sgl-project/sglang#5602)
+    d = as_json(str(CASES / "sglang-5602-monitoredbarrier-rank0-faulty" / "output.log"))
+    assert (d["culprit_rank"], d["decided_by"]) == (0, "gloo_monitored_barrier_peer+named_rank")
+
+
+def test_nccls_shm_failure_under_last_error_decides_the_system_error_above_it():
+    # "ncclSystemError ... Last error: Error while creating shared memory segment /dev/shm/..."
+    d = as_json(str(CASES / "dle-1386-deepspeed-pipeline-nccl-shm-segment-fail" / "output.log"))
+    assert (d["root_cause"], d["decided_by"]) == ("host", "job:nccl_shm_segment_failed")
+
+
 def test_deepspeeds_launcher_killing_a_worker_that_got_sigkill_is_the_hosts_oom_killer():
     # "Killing subprocess 13266", then "... exits with return code = -9" (DeepSpeed#3232)
     src = "https://github.com/deepspeedai/DeepSpeed/issues/3232"
