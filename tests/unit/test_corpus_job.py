@@ -18,9 +18,9 @@ def test_job_lines_detection_and_category(job_lines):
     s = corpus.score(job_lines)
     assert s["failure_lines"] >= 1625 and s["benign_lines"] >= 3460
     assert s["detection"] >= 0.973
-    assert s["category"] >= 0.869
+    assert s["category"] >= 0.870
     assert s["unknown_share"] <= 0.095
-    assert s["false_alarms"] <= 66 and s["missed"] <= 70
+    assert s["false_alarms"] <= 66 and s["missed"] <= 68
 
 
 def test_job_context_lines_carry_their_event(job_lines):
