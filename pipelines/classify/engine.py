@@ -65,16 +65,47 @@ def normalize_pci(expr: pl.Expr) -> pl.Expr:
     return pl.when(s.str.len_bytes() == 5).then(pl.lit("0000:") + s).otherwise(s)
 
 
-def classify_messages(msgs: pl.Series, rs: RuleSet, every_line: bool = False) -> pl.DataFrame:
+class Verdicts:
+    """Verdicts already reached, by message (a verdict depends on the message alone), so that a
+    partition parsed in chunks classifies each distinct message once. Past ``max_rows``
+    messages it keeps only the last chunk's."""
+
+    def __init__(self, max_rows: int = 250_000):
+        self.max_rows = max_rows
+        self._known: dict[bool, pl.DataFrame] = {}
+
+    def of(self, msgs: pl.Series, rs: RuleSet, every_line: bool) -> pl.DataFrame:
+        """``_classify_distinct`` of the distinct ``msgs`` with their message as ``_msg``; rows of
+        other messages may come too."""
+        seen = self._known.get(every_line)
+        todo = pl.DataFrame({"_msg": msgs})
+        if seen is not None:
+            todo = todo.join(seen.select("_msg"), on="_msg", how="anti", nulls_equal=True)
+        if seen is None or todo.height:
+            got = _classify_distinct(todo["_msg"], rs, every_line).with_columns(_msg=todo["_msg"])
+            seen = got if seen is None else pl.concat([seen, got])
+        if seen.height > self.max_rows:
+            seen = seen.join(pl.DataFrame({"_msg": msgs}), on="_msg", how="semi", nulls_equal=True)
+        self._known[every_line] = seen
+        return seen
+
+
+def classify_messages(
+    msgs: pl.Series, rs: RuleSet, every_line: bool = False, known: Verdicts | None = None
+) -> pl.DataFrame:
     """Classify each message; one row per input: ``cand`` (passed the prefilter), ``rule_idx`` (null:
     no rule), ``family``, ``category``, ``severity``, ``action``, ``rule_id``, ``continues``, ``joins_any``,
-    ``opens``, ``keep`` and the rules' named groups. ``every_line``: rules also try lines the prefilter drops."""
+    ``opens``, ``keep`` and the rules' named groups. ``every_line``: rules also try lines the prefilter
+    drops; ``known``: verdicts of earlier calls to reuse (and add to)."""
     frame = pl.DataFrame({"msg": msgs.cast(pl.String)})
     uniq = frame.unique("msg", maintain_order=True)
-    if uniq.height == frame.height:
+    if known is not None:
+        res = known.of(uniq["msg"], rs, every_line)
+    elif uniq.height == frame.height:
         return _classify_distinct(frame["msg"], rs, every_line)
-    # a verdict depends on the message alone: floods repeat few messages many times
-    res = _classify_distinct(uniq["msg"], rs, every_line).with_columns(_msg=uniq["msg"])
+    else:
+        # a verdict depends on the message alone: floods repeat few messages many times
+        res = _classify_distinct(uniq["msg"], rs, every_line).with_columns(_msg=uniq["msg"])
     return frame.join(res, left_on="msg", right_on="_msg", how="left", maintain_order="left", nulls_equal=True).drop(
         "msg"
     )
@@ -170,26 +201,26 @@ def _classify_candidates(cand: pl.DataFrame, rs: RuleSet) -> pl.DataFrame:
         cand = cand.with_columns(rule_idx=pl.lit(None, pl.Int32))
     group_schema = {g: pl.String for g in GROUP_NAMES}
     placed_cols = ("_pcat", "_pfam", "_pact")
-    parts = []
-    for (idx,), part in cand.partition_by("rule_idx", as_dict=True, maintain_order=True).items():
-        cols = {}
-        placed = idx is not None and rules[idx].placed
-        if idx is not None and (rules[idx].groups or placed):
-            ext = part["msg"].str.extract_groups(rules[idx].pattern).struct.unnest()
-            cols = {g: ext[g] for g in rules[idx].groups}
+    # rows of rules without named groups (most rules) take null groups in one go; only the
+    # others are split by rule for their extraction
+    extracting = [i for i, r in enumerate(rules) if r.groups or r.placed]
+    by_rule = pl.col("rule_idx").is_in(extracting).fill_null(False)
+    plain = cand.filter(~by_rule).with_columns(
+        [pl.lit(None, pl.String).alias(c) for c in (*group_schema, *placed_cols)]
+    )
+    parts = [plain]
+    for (idx,), part in cand.filter(by_rule).partition_by("rule_idx", as_dict=True, maintain_order=True).items():
+        ext = part["msg"].str.extract_groups(rules[idx].pattern).struct.unnest()
+        cols = {g: ext[g] for g in rules[idx].groups}
         part = part.with_columns(
             [(pl.Series(g, cols[g]) if g in cols else pl.lit(None, pl.String).alias(g)) for g in group_schema]
         )
-        if placed:
+        if rules[idx].placed:
             part = part.with_columns(_place(pl.lit(ext[SUBJECT_GROUP]), rs))
         else:
             part = part.with_columns([pl.lit(None, pl.String).alias(c) for c in placed_cols])
         parts.append(part)
-    cand = (
-        pl.concat(parts)
-        if parts
-        else cand.with_columns([pl.lit(None, pl.String).alias(g) for g in (*group_schema, *placed_cols)])
-    )
+    cand = pl.concat(parts)
     cand = cand.with_columns([pl.col(g).cast(pl.Int32, strict=False) for g in INT_GROUPS])
     cand = cand.with_columns(gpu_pci=normalize_pci(pl.col("gpu_pci")))
 

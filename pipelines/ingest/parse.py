@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from ..classify.engine import classify_messages, evidence_rank, mask_template
+from ..classify.engine import Verdicts, classify_messages, evidence_rank, mask_template
 from ..classify.ruleset import GROUP_NAMES, JOB_FAMILIES, RuleSet, load_ruleset
 from ..schema import EVENTS, QUARANTINE, UTC_TS, conform
 from . import literal_scan, reader
@@ -378,14 +378,15 @@ def _parse_in_chunks(scans: list[FileScan], rs: RuleSet) -> list[ParseResult]:
     out: list[ParseResult] = []
     chunk: list[FileScan] = []
     rows = 0
+    known = Verdicts()  # each distinct message classified once, whatever chunk it is in
     for scan in scans:
         n = sum(c.height for c in scan.candidates) + sum(m.height for m in scan.markers)
         if chunk and rows + n > PARSE_CHUNK_ROWS:
-            out += parse_scans(chunk, rs)
+            out += parse_scans(chunk, rs, known=known)
             chunk, rows = [], 0
         chunk.append(scan)
         rows += n
-    return out + (parse_scans(chunk, rs) if chunk else [])
+    return out + (parse_scans(chunk, rs, known=known) if chunk else [])
 
 
 SMALL_FILE_BYTES = 8 << 20  # content of a file scanned with others (one block or less)
@@ -509,11 +510,12 @@ def parse_stream(stream: BinaryIO, ctx: SourceContext, rs: RuleSet | None = None
         return parse_scans([scan_stream(stream, ctx, rs)], rs)[0]
     parts: list[ParseResult] = []
     last_ts = [None]
+    known = Verdicts()
 
     def flush(scan: FileScan) -> None:
         if scan.candidates:
             chunk = FileScan(scan.ctx, scan.candidates, fmt=scan.fmt)
-            res = parse_scans([chunk], rs, last_ts=last_ts[0])[0]
+            res = parse_scans([chunk], rs, last_ts=last_ts[0], known=known)[0]
             if res.per_line is not None and res.per_line.height:
                 ts = res.per_line["ts"].drop_nulls()
                 if len(ts):
@@ -609,8 +611,11 @@ _CTX_SCHEMA = {
 }
 
 
-def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[ParseResult]:
-    """Parse the candidate lines of many files at once; one ParseResult per scan, in order."""
+def parse_scans(
+    scans: list[FileScan], rs: RuleSet, *, last_ts=None, known: Verdicts | None = None
+) -> list[ParseResult]:
+    """Parse the candidate lines of many files at once; one ParseResult per scan, in order.
+    ``known``: verdicts of earlier chunks (``classify_messages``)."""
     today = dt.datetime.now(dt.timezone.utc).date()
     ctx_rows = [
         (
@@ -632,7 +637,7 @@ def parse_scans(scans: list[FileScan], rs: RuleSet, *, last_ts=None) -> list[Par
     if frames:
         cand = pl.concat(frames).join(ctxs, on="_file", how="left", maintain_order="left")
         boots = {i: s.ctx.boots for i, s in enumerate(scans) if s.ctx.boots}
-        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, full)
+        ev, lines = _events_from_candidates(cand, rs, boots, last_ts, full, known)
         bad = lines.filter(pl.col("_long") | (pl.col("_garbage") & pl.col("category").is_in(["unknown", "benign"])))
         q = bad.select(
             "_file",
@@ -868,7 +873,9 @@ def _adopt_orphans(c: pl.DataFrame) -> pl.DataFrame:
 SYSLOG_TAGS = ("tag_bsd", "tag_iso", "tag5424")
 
 
-def _with_daemon_tags(c: pl.DataFrame, msg: pl.Expr, cls: pl.DataFrame, rs: RuleSet, full: bool) -> pl.DataFrame:
+def _with_daemon_tags(
+    c: pl.DataFrame, msg: pl.Expr, cls: pl.DataFrame, rs: RuleSet, full: bool, known: Verdicts | None = None
+) -> pl.DataFrame:
     """A syslog line of a daemon (``smartd[2842]: ...``) that no rule names by its message alone
     is classified again with its tag in front: rules that name the daemon read it as it printed."""
     tags = [t for t in SYSLOG_TAGS if t in c.columns]
@@ -885,18 +892,20 @@ def _with_daemon_tags(c: pl.DataFrame, msg: pl.Expr, cls: pl.DataFrame, rs: Rule
         .filter(daemon)
         .select("_i", m=pl.concat_str(tag, pl.lit(" "), msg))
     )
-    alt = classify_messages(retry["m"], rs, every_line=full).with_columns(_i=retry["_i"])
+    alt = classify_messages(retry["m"], rs, every_line=full, known=known).with_columns(_i=retry["_i"])
     alt = alt.filter(pl.col("rule_idx").is_not_null() & ~pl.col("rule_idx").is_in(placed))
     if not alt.height:
         return cls
     return cls.with_row_index("_i").update(alt, on="_i", include_nulls=True).drop("_i")
 
 
-def _events_from_candidates(c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False):
+def _events_from_candidates(
+    c: pl.DataFrame, rs: RuleSet, boots: dict, last_ts, full: bool = False, known: Verdicts | None = None
+):
     c = _split_prefixes(c.sort("_file", "line_no"))
     msg = pl.coalesce(pl.col("msg"), pl.col("raw"))
-    cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full)
-    cls = _with_daemon_tags(c, msg, cls, rs, full)
+    cls = classify_messages(c.select(msg.alias("m"))["m"], rs, every_line=full, known=known)
+    cls = _with_daemon_tags(c, msg, cls, rs, full, known)
     c = pl.concat([c.drop([g for g in GROUP_NAMES if g in c.columns]), cls], how="horizontal")
     c = c.with_columns(msg=msg)
 

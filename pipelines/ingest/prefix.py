@@ -336,13 +336,18 @@ def derive_timestamps(
     """Add ``ts`` (UTC) and ``ts_source`` to a frame of prefix fields (see ``split_prefix``).
     Frames of many files carry ``_ref_date`` (per row), ``_file`` and ``boots_by_file``;
     single-file callers pass ``ref_date`` and ``boots``."""
-    c = pl.col
     p = with_job_fields(p)
     if "_ref_date" not in p.columns:
         p = p.with_columns(_ref_date=pl.lit(ref_date or dt.datetime.now(dt.timezone.utc).date(), pl.Date))
     if "_file" not in p.columns:
         p = p.with_columns(_file=pl.lit(0, pl.Int32))
-    ref = c("_ref_date")
+    # only the stamp formats these lines hold are parsed: the others are null literals
+    present = {f for f in p.columns if p[f].dtype == pl.String and p[f].null_count() < p.height}
+
+    def c(name: str) -> pl.Expr:
+        return pl.col(name) if name in present else pl.lit(None, pl.String)
+
+    ref = pl.col("_ref_date")
     zoned = pl.coalesce(
         c("iso5424"),
         c("iso"),
@@ -415,18 +420,18 @@ def derive_timestamps(
     )
     p = p.join(parsed, on="_skey", how="left", maintain_order="left").drop("_skey")
     p = attach_boots(p, boots_by_file if boots_by_file is not None else ({0: boots} if boots else None))
-    boot_ts = _sane(c("_boot") + pl.duration(microseconds=(c("_mono") * 1e6).round(0).cast(pl.Int64)))
-    ts = pl.coalesce(c("_abs"), c("_naive"), c("_yearless"), boot_ts)
+    boot_ts = _sane(pl.col("_boot") + pl.duration(microseconds=(pl.col("_mono") * 1e6).round(0).cast(pl.Int64)))
+    ts = pl.coalesce(pl.col("_abs"), pl.col("_naive"), pl.col("_yearless"), boot_ts)
     src = (
-        pl.when(c("_abs").is_not_null())
+        pl.when(pl.col("_abs").is_not_null())
         .then(pl.lit("absolute"))
-        .when(c("_naive").is_not_null())
+        .when(pl.col("_naive").is_not_null())
         .then(pl.lit("naive_utc"))
-        .when(c("_yearless").is_not_null())
+        .when(pl.col("_yearless").is_not_null())
         .then(pl.lit("yearless"))
         .when(boot_ts.is_not_null())
         .then(pl.lit("boot_offset"))
-        .when(c("_mono").is_not_null())
+        .when(pl.col("_mono").is_not_null())
         .then(pl.lit("no_boot_time"))
         .otherwise(pl.lit("none"))
     )

@@ -86,6 +86,7 @@ def test_table_has_every_section_and_row(ci_run):
         "| 0.1% event lines |",
         "| 30% event lines |",
         "| flood day |",
+        "| day | start-up alone | grep / start-up |",
         "| bare parse ≥ 0.5x grep at every density |",
         "| flood day through faultline run ≤ 8 s |",
     ):
@@ -181,7 +182,18 @@ def test_figures_are_finite_and_positive(ci_run):
     dn = data["density"]
     assert [d["density"] for d in dn["days"]] == [0.001, 0.3]
     for d in [*dn["days"], dn["flood"]]:
-        for k in ("bytes", "lines", "events", "grep_s", "bare_s", "run_s", "bare_vs_grep", "run_vs_grep", "report_s"):
+        for k in (
+            "bytes",
+            "lines",
+            "events",
+            "grep_s",
+            "startup_s",
+            "bare_s",
+            "run_s",
+            "bare_vs_grep",
+            "run_vs_grep",
+            "report_s",
+        ):
             _positive(d[k], f"density {d['name']} {k}")
     assert dn["days"][1]["events"] > 100 * dn["days"][0]["events"] / 30  # the denser day has more events
     assert dn["flood"]["xid95_incidents"] == 1 and dn["flood"]["lemons"] == 0 and dn["flood"]["hotspots"] == 0

@@ -215,13 +215,37 @@ def test_files_parsed_in_chunks_give_what_one_batch_gives(monkeypatch):
     whole = parse.parse_files(items)
     monkeypatch.setattr(parse, "PARSE_CHUNK_ROWS", 1)
     calls, real_scans = [], parse.parse_scans
-    monkeypatch.setattr(parse, "parse_scans", lambda scans, rs, **kw: calls.append(len(scans)) or real_scans(scans, rs))
+    monkeypatch.setattr(
+        parse, "parse_scans", lambda scans, rs, **kw: calls.append(len(scans)) or real_scans(scans, rs, **kw)
+    )
     chunked = parse.parse_files(items)
     assert calls == [1] * len(items)
     assert sum(r.events.height for r in whole) > 0
     for a, b in zip(whole, chunked):
         assert a.events.equals(b.events) and a.quarantine.equals(b.quarantine)
         assert (a.lines_read, a.event_lines, a.benign) == (b.lines_read, b.event_lines, b.benign)
+
+
+def test_chunks_of_one_partition_classify_each_distinct_message_once(monkeypatch):
+    """A message an earlier chunk classified is not classified again (a verdict depends on the
+    message alone): the second copy of a log costs no classification and gets the same verdicts."""
+    from faultline.classify import engine
+    from faultline.ingest import parse
+
+    real = Path(__file__).parents[1] / "fixtures" / "real" / "dmesg_iso.log"
+    items = [(real, SourceContext(f"n{i}", "kernel", dt.date(2026, 11, 24), f"n{i}")) for i in range(2)]
+    monkeypatch.setattr(parse, "PARSE_CHUNK_ROWS", 1)
+    classified, real_distinct = [], engine._classify_distinct
+    monkeypatch.setattr(
+        engine, "_classify_distinct", lambda msgs, *a, **k: classified.append(len(msgs)) or real_distinct(msgs, *a, **k)
+    )
+    parse.parse_files(items[:1])
+    once = list(classified)
+    classified.clear()
+    first, second = parse.parse_files(items)
+    assert once and sum(once) > 0 and classified == once
+    cols = ["line_no", "category", "rule_id", "xid", "message"]
+    assert first.events.height > 0 and first.events.select(cols).equals(second.events.select(cols))
 
 
 def test_a_daemon_line_is_read_with_its_syslog_tag_where_its_message_alone_names_no_rule(tmp_path):
